@@ -1,0 +1,437 @@
+"""The fused-op catalog: the one definition of the custom ONNX ops in domain ``fusedops`` (version 1).
+
+Read by the exporter (which nodes it emits and their ONNX function bodies), the tests, and the runtime adapters
+(PyTorch custom ops, the ONNX Runtime library, the TensorRT plugins). The native side mirrors the chain grammar and
+step numbering in ``plugins/include/fusedops/fusedops.h``; ``tests/test_catalog.py`` keeps the two in step.
+
+Ops
+---
+``GroupNormAct(X, gamma, beta, extra_0, ...) -> Y``
+    Y = reduce_C(post(GroupNorm(pre(X)))) for X of shape (N, C, *spatial), 0-3 spatial dims.
+``GemmGroupNormAct(X, W, B, gamma, beta, extra_0, ...) -> Y``
+    Z = X @ W.T + B (W is (C, K) with trans_b=1, (K, C) with trans_b=0); X of rank > 2 is a batch of rows and every
+    row is one sample: Y = reduce_C(post(GroupNorm(pre(Z)))) with Z viewed as (rows, C).
+
+Attributes (types chosen so both runtimes can read them: no string lists; INT, FLOAT, STRING only)
+    num_groups INT (required), epsilon FLOAT = 1e-5, pre STRING = "", post STRING = "", reduce STRING = "",
+    GemmGroupNormAct only: trans_b INT = 1, allow_tf32 INT = 1 (float32 GEMM: TF32 tensor cores; 0 = strict FP32),
+    and on every node plugin_namespace = "fusedops", plugin_version = "1" (TensorRT's ONNX parser picks our plugin
+    when it is loaded and falls back to the node's function otherwise).
+
+Chains (``pre`` / ``post``)
+    ``step(;step)*`` with ``step = name[(arg,arg)]`` and ``arg = float | @k | inf | -inf``. ``@k`` names the k-th
+    extra input, a per-channel tensor of C elements; a float is a scalar operand. Order is preserved.
+    ``x + x`` is written ``mul(2)`` (exactly equal in floating point).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+DOMAIN = "fusedops"
+VERSION = 1
+PLUGIN_NAMESPACE = "fusedops"
+PLUGIN_VERSION = "1"
+MAX_STEPS = 16  # FUSEDOPS_MAX_STEPS
+MAX_EXTRAS = 8  # FUSEDOPS_MAX_EXTRAS
+
+
+class CatalogError(ValueError):
+    """A chain, attribute or shape that the catalog does not accept; the message names the problem."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Elementwise steps
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _softplus(x: torch.Tensor, beta: float, threshold: float) -> torch.Tensor:
+    return F.softplus(x, beta=beta, threshold=threshold)
+
+
+@dataclass(frozen=True)
+class StepKind:
+    name: str
+    code: int  # fusedops_step_op
+    binary: bool = False  # takes one operand: scalar or per-channel extra input
+    defaults: tuple[float, ...] = ()  # parameters (unary steps), in order
+    fn: Callable[..., torch.Tensor] | None = None  # fn(x, *params) for unary, fn(x, v) for binary
+
+
+STEP_KINDS: dict[str, StepKind] = {
+    k.name: k
+    for k in [
+        StepKind("add", 1, binary=True, fn=lambda x, v: x + v),
+        StepKind("sub", 2, binary=True, fn=lambda x, v: x - v),
+        StepKind("mul", 3, binary=True, fn=lambda x, v: x * v),
+        StepKind("div", 4, binary=True, fn=lambda x, v: x / v),
+        StepKind("rsub", 5, binary=True, fn=lambda x, v: v - x),
+        StepKind("rdiv", 6, binary=True, fn=lambda x, v: v / x),
+        StepKind("relu", 7, fn=lambda x: torch.relu(x)),
+        StepKind("leaky_relu", 8, defaults=(0.01,), fn=lambda x, a: F.leaky_relu(x, a)),
+        StepKind("sigmoid", 9, fn=lambda x: torch.sigmoid(x)),
+        StepKind("silu", 10, fn=lambda x: F.silu(x)),
+        StepKind("tanh", 11, fn=lambda x: torch.tanh(x)),
+        StepKind("hardtanh", 12, defaults=(-1.0, 1.0), fn=lambda x, lo, hi: torch.clamp(x, lo, hi)),
+        StepKind("hardsigmoid", 13, defaults=(1.0 / 6.0, 0.5),
+                 fn=lambda x, a, b: torch.clamp(a * x + b, 0.0, 1.0)),
+        StepKind("hardswish", 14, fn=lambda x: F.hardswish(x)),
+        StepKind("mish", 15, fn=lambda x: x * torch.tanh(_softplus(x, 1.0, 20.0))),
+        StepKind("softplus", 16, defaults=(1.0, 20.0), fn=_softplus),
+        StepKind("gelu", 17, fn=lambda x: F.gelu(x)),
+        StepKind("gelu_tanh", 18, fn=lambda x: F.gelu(x, approximate="tanh")),
+    ]
+}
+STEP_ALIASES = {"swish": "silu", "clip": "hardtanh"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a chain. For binary steps ``operand`` is a float (scalar) or an int k (extra input k)."""
+
+    name: str
+    params: tuple[float, ...] = ()
+    operand: float | int | None = None
+
+    @property
+    def kind(self) -> StepKind:
+        return STEP_KINDS[self.name]
+
+    def text(self) -> str:
+        if self.kind.binary:
+            return f"{self.name}({_operand_text(self.operand)})"
+        if not self.params or self.params == self.kind.defaults:
+            return self.name
+        return f"{self.name}({','.join(_float_text(p) for p in self.params)})"
+
+
+def _float_text(v: float) -> str:
+    """Shortest text that round-trips the float32 value (chains are applied in float32)."""
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if math.isnan(v):
+        raise CatalogError("NaN is not a valid chain parameter")
+    f32 = float(torch.tensor(v, dtype=torch.float32))
+    for digits in range(6, 10):
+        s = f"{f32:.{digits}g}"
+        if float(torch.tensor(float(s), dtype=torch.float32)) == f32:
+            return s
+    return repr(f32)
+
+
+def _operand_text(op: float | int | None) -> str:
+    if isinstance(op, bool) or op is None:
+        raise CatalogError("binary step without operand")
+    if isinstance(op, int):
+        return f"@{op}"
+    return _float_text(op)
+
+
+_STEP_RE = re.compile(r"^\s*([a-z_]+)\s*(?:\((.*)\))?\s*$")
+_NUM_RE = re.compile(r"^[+-]?(?:inf|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)$")
+
+
+def parse_chain(text: str) -> list[Step]:
+    """Parse a chain attribute; raises CatalogError naming the bad step."""
+    if text is None:
+        return []
+    if isinstance(text, bytes):
+        text = text.decode()
+    text = text.strip()
+    if not text:
+        return []
+    steps: list[Step] = []
+    for raw in text.split(";"):
+        m = _STEP_RE.match(raw)
+        if not m:
+            raise CatalogError(f"malformed chain step {raw.strip()!r} in {text!r}")
+        name = STEP_ALIASES.get(m.group(1), m.group(1))
+        if name not in STEP_KINDS:
+            raise CatalogError(f"unknown chain step {m.group(1)!r} in {text!r}; known: {', '.join(STEP_KINDS)}")
+        kind = STEP_KINDS[name]
+        args = [a.strip() for a in m.group(2).split(",")] if m.group(2) is not None else []
+        if args == [""]:
+            args = []
+        if kind.binary:
+            if len(args) != 1:
+                raise CatalogError(f"step {name!r} takes exactly one operand (a number or @k), got {len(args)}")
+            a = args[0]
+            if a.startswith("@"):
+                if not a[1:].isdigit():
+                    raise CatalogError(f"bad extra-input reference {a!r} in step {name!r}")
+                k = int(a[1:])
+                if k >= MAX_EXTRAS:
+                    raise CatalogError(f"extra input @{k} out of range (at most {MAX_EXTRAS} extras)")
+                steps.append(Step(name, operand=k))
+            else:
+                steps.append(Step(name, operand=_parse_float(a, name)))
+        else:
+            if len(args) > len(kind.defaults):
+                raise CatalogError(
+                    f"step {name!r} takes at most {len(kind.defaults)} parameter(s), got {len(args)}")
+            params = [_parse_float(a, name) for a in args]
+            params += list(kind.defaults[len(params):])
+            steps.append(Step(name, params=tuple(params)))
+    if len(steps) > MAX_STEPS:
+        raise CatalogError(f"chain has {len(steps)} steps; at most {MAX_STEPS} are supported")
+    return steps
+
+
+def _parse_float(a: str, step: str) -> float:
+    if not _NUM_RE.match(a):
+        raise CatalogError(f"malformed number {a!r} in step {step!r}")
+    return float(a)
+
+
+def chain_text(steps: Sequence[Step]) -> str:
+    return ";".join(s.text() for s in steps)
+
+
+def num_extras(*chains: Sequence[Step]) -> int:
+    refs = [s.operand for c in chains for s in c if s.kind.binary and isinstance(s.operand, int)
+            and not isinstance(s.operand, bool)]
+    return max(refs) + 1 if refs else 0
+
+
+def apply_chain(x: torch.Tensor, steps: Sequence[Step], extras: Sequence[torch.Tensor], channel_dim: int = 1):
+    """Apply a chain; extras are (C,) tensors broadcast along ``channel_dim`` of x."""
+    for s in steps:
+        if s.kind.binary:
+            if isinstance(s.operand, int) and not isinstance(s.operand, bool):
+                v = extras[s.operand].to(x.dtype)
+                shape = [1] * x.dim()
+                shape[channel_dim] = -1
+                v = v.reshape(shape)
+            else:
+                v = float(s.operand)
+            x = s.kind.fn(x, v)
+        else:
+            x = s.kind.fn(x, *s.params)
+    return x
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Channel reductions
+# ---------------------------------------------------------------------------------------------------------------------
+
+REDUCE_CODES = {"": 0, "min": 1, "max": 2, "sum": 3, "mean": 4, "logsumexp": 5}
+
+
+def parse_reduce(text: str) -> str:
+    if isinstance(text, bytes):
+        text = text.decode()
+    text = (text or "").strip()
+    if text not in REDUCE_CODES:
+        raise CatalogError(f"unknown reduce {text!r}; expected one of {', '.join(repr(k) for k in REDUCE_CODES)}")
+    return text
+
+
+def apply_reduce(y: torch.Tensor, reduce: str, dim: int = 1) -> torch.Tensor:
+    if reduce == "":
+        return y
+    if reduce == "min":
+        return torch.amin(y, dim=dim, keepdim=True)  # propagates NaN, like torch.min
+    if reduce == "max":
+        return torch.amax(y, dim=dim, keepdim=True)
+    if reduce == "sum":
+        return torch.sum(y, dim=dim, keepdim=True)
+    if reduce == "mean":
+        return torch.mean(y, dim=dim, keepdim=True)
+    if reduce == "logsumexp":
+        return torch.logsumexp(y, dim=dim, keepdim=True)
+    raise CatalogError(f"unknown reduce {reduce!r}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Op specifications
+# ---------------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AttrSpec:
+    name: str
+    type: str  # "INT" | "FLOAT" | "STRING"
+    default: object  # None = required
+    doc: str
+
+
+COMMON_ATTRS = (
+    AttrSpec("num_groups", "INT", None, "number of groups; C % num_groups == 0"),
+    AttrSpec("epsilon", "FLOAT", 1e-5, "added to the variance"),
+    AttrSpec("pre", "STRING", "", "elementwise chain before GroupNorm"),
+    AttrSpec("post", "STRING", "", "elementwise chain after GroupNorm"),
+    AttrSpec("reduce", "STRING", "", "optional channel reduction after post: min|max|sum|mean|logsumexp"),
+    AttrSpec("plugin_namespace", "STRING", PLUGIN_NAMESPACE, "TensorRT plugin namespace"),
+    AttrSpec("plugin_version", "STRING", PLUGIN_VERSION, "TensorRT plugin version"),
+)
+GEMM_ATTRS = (
+    AttrSpec("trans_b", "INT", 1, "1: W is (C, K) as in nn.Linear; 0: W is (K, C)"),
+    AttrSpec("allow_tf32", "INT", 1, "float32 GEMM on TF32 tensor cores (1) or strict FP32 (0)"),
+)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    inputs: tuple[str, ...]  # fixed inputs; then extra_0..extra_{k-1} (variadic, each (C,))
+    attrs: tuple[AttrSpec, ...]
+    doc: str
+
+    def attr(self, name: str) -> AttrSpec:
+        for a in self.attrs:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+
+GROUP_NORM_ACT = OpSpec("GroupNormAct", ("X", "gamma", "beta"), COMMON_ATTRS,
+                        "Y = reduce_C(post(GroupNorm(pre(X)))), X of shape (N, C, *spatial)")
+GEMM_GROUP_NORM_ACT = OpSpec("GemmGroupNormAct", ("X", "W", "B", "gamma", "beta"), COMMON_ATTRS + GEMM_ATTRS,
+                             "Y = reduce_C(post(GroupNorm(pre(X @ W^T + B)))), every row a sample")
+OPS: dict[str, OpSpec] = {o.name: o for o in (GROUP_NORM_ACT, GEMM_GROUP_NORM_ACT)}
+
+
+@dataclass
+class FusedAttrs:
+    """Parsed, validated attributes of one fused node (defaults applied)."""
+
+    num_groups: int
+    epsilon: float = 1e-5
+    pre: list[Step] = field(default_factory=list)
+    post: list[Step] = field(default_factory=list)
+    reduce: str = ""
+    trans_b: int = 1
+    allow_tf32: int = 1
+
+    @property
+    def num_extras(self) -> int:
+        return num_extras(self.pre, self.post)
+
+    def onnx_attrs(self, op: str) -> dict[str, object]:
+        """Attributes as written on the ONNX node (every attribute explicit, so no runtime relies on defaults)."""
+        d: dict[str, object] = {
+            "num_groups": int(self.num_groups),
+            "epsilon": float(self.epsilon),
+            "pre": chain_text(self.pre),
+            "post": chain_text(self.post),
+            "reduce": self.reduce,
+            "plugin_namespace": PLUGIN_NAMESPACE,
+            "plugin_version": PLUGIN_VERSION,
+        }
+        if op == GEMM_GROUP_NORM_ACT.name:
+            d["trans_b"] = int(self.trans_b)
+            d["allow_tf32"] = int(self.allow_tf32)
+        return d
+
+
+def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
+    """Apply defaults and validate attributes of a fused node (raises CatalogError naming the attribute)."""
+    if op not in OPS:
+        raise CatalogError(f"unknown fused op {op!r}; known: {', '.join(OPS)}")
+    spec = OPS[op]
+    known = {a.name for a in spec.attrs}
+    for k in attrs:
+        if k not in known:
+            raise CatalogError(f"{op}: unknown attribute {k!r}")
+    if "num_groups" not in attrs:
+        raise CatalogError(f"{op}: attribute 'num_groups' is required")
+    g = int(attrs["num_groups"])
+    if g <= 0:
+        raise CatalogError(f"{op}: num_groups must be positive, got {g}")
+    eps = float(attrs.get("epsilon", 1e-5))
+    if not (eps >= 0.0) or math.isinf(eps):
+        raise CatalogError(f"{op}: epsilon must be a finite non-negative number, got {eps}")
+    fa = FusedAttrs(
+        num_groups=g,
+        epsilon=eps,
+        pre=parse_chain(attrs.get("pre", "")),
+        post=parse_chain(attrs.get("post", "")),
+        reduce=parse_reduce(attrs.get("reduce", "")),
+        trans_b=int(attrs.get("trans_b", 1)),
+        allow_tf32=int(attrs.get("allow_tf32", 1)),
+    )
+    if fa.trans_b not in (0, 1):
+        raise CatalogError(f"{op}: trans_b must be 0 or 1, got {fa.trans_b}")
+    if fa.allow_tf32 not in (0, 1):
+        raise CatalogError(f"{op}: allow_tf32 must be 0 or 1, got {fa.allow_tf32}")
+    for key in ("plugin_namespace", "plugin_version"):
+        if key in attrs:
+            v = attrs[key].decode() if isinstance(attrs[key], bytes) else attrs[key]
+            want = PLUGIN_NAMESPACE if key == "plugin_namespace" else PLUGIN_VERSION
+            if v != want:
+                raise CatalogError(f"{op}: {key} must be {want!r}, got {v!r}")
+    return fa
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Shape checks and the PyTorch reference
+# ---------------------------------------------------------------------------------------------------------------------
+
+def check_group_norm_shapes(op: str, C: int, a: FusedAttrs, gamma, beta, extras) -> None:
+    if C % a.num_groups != 0:
+        raise CatalogError(f"{op}: C={C} is not divisible by num_groups={a.num_groups}")
+    for name, t in (("gamma", gamma), ("beta", beta)):
+        if t.numel() != C:
+            raise CatalogError(f"{op}: {name} has {t.numel()} elements, expected C={C}")
+    if len(extras) < a.num_extras:
+        raise CatalogError(f"{op}: chains reference {a.num_extras} extra input(s), got {len(extras)}")
+    for k, t in enumerate(extras):
+        if t.numel() != C:
+            raise CatalogError(f"{op}: extra input {k} has {t.numel()} elements, expected C={C}")
+
+
+def group_norm_act_reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
+                             extras: Sequence[torch.Tensor], a: FusedAttrs) -> torch.Tensor:
+    """Reference GroupNormAct in x's dtype (pass float64 tensors for a float64 reference)."""
+    op = GROUP_NORM_ACT.name
+    if x.dim() < 2 or x.dim() > 5:
+        raise CatalogError(f"{op}: X must have rank 2-5 (N, C, *spatial), got shape {tuple(x.shape)}")
+    C = x.shape[1]
+    check_group_norm_shapes(op, C, a, gamma, beta, extras)
+    dt = x.dtype
+    # 16-bit inputs: compute in float32 (float32 statistics), return in the input dtype.
+    work = x.float() if dt in (torch.float16, torch.bfloat16) else x
+    ex = [e.reshape(-1).to(work.dtype) for e in extras]
+    z = apply_chain(work, a.pre, ex)
+    z = F.group_norm(z, a.num_groups, gamma.reshape(-1).to(work.dtype), beta.reshape(-1).to(work.dtype), a.epsilon)
+    z = apply_chain(z, a.post, ex)
+    z = apply_reduce(z, a.reduce, dim=1)
+    return z.to(dt)
+
+
+def gemm_group_norm_act_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, gamma: torch.Tensor,
+                                  beta: torch.Tensor, extras: Sequence[torch.Tensor], a: FusedAttrs) -> torch.Tensor:
+    op = GEMM_GROUP_NORM_ACT.name
+    if x.dim() < 2:
+        raise CatalogError(f"{op}: X must have rank >= 2 (rows, K), got shape {tuple(x.shape)}")
+    if w.dim() != 2:
+        raise CatalogError(f"{op}: W must be 2-D, got shape {tuple(w.shape)}")
+    K = x.shape[-1]
+    wk = w.shape[1] if a.trans_b else w.shape[0]
+    C = w.shape[0] if a.trans_b else w.shape[1]
+    if wk != K:
+        raise CatalogError(f"{op}: X has K={K} features but W of shape {tuple(w.shape)} (trans_b={a.trans_b}) "
+                           f"expects {wk}")
+    if b.numel() != C:
+        raise CatalogError(f"{op}: bias B has {b.numel()} elements, expected C={C}")
+    check_group_norm_shapes(op, C, a, gamma, beta, extras)
+    dt = x.dtype
+    wt = w.t() if not a.trans_b else w
+    rows = x.reshape(-1, K)
+    z = F.linear(rows, wt.to(dt), b.reshape(-1).to(dt))
+    y = group_norm_act_reference(z, gamma, beta, extras, a)
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def output_shape(op: str, x_shape: Sequence[int], a: FusedAttrs, w_shape: Sequence[int] | None = None) -> tuple:
+    if op == GROUP_NORM_ACT.name:
+        shape = list(x_shape)
+        if a.reduce:
+            shape[1] = 1
+        return tuple(shape)
+    C = w_shape[0] if a.trans_b else w_shape[1]
+    return (*x_shape[:-1], 1 if a.reduce else C)

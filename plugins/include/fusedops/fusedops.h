@@ -1,0 +1,163 @@
+/*
+ * fusedops C ABI: the one entry point every runtime adapter (PyTorch, ONNX Runtime, TensorRT) calls.
+ *
+ * Contract:
+ *  - Plain C, raw pointers, caller-provided workspace. No allocation, no synchronisation, no hidden per-call state;
+ *    everything a call needs is in its arguments, so calls on several streams / devices / threads are independent.
+ *    (The only process-wide state is a per-device, lazily created, mutex-guarded cuBLASLt handle, which cuBLASLt
+ *    documents as safe to share between threads and streams.)
+ *  - All tensors are dense, contiguous, row-major. X of GroupNormAct is (N, C, S) with S the product of spatial dims
+ *    (S = 1 for rank 2). X of GemmGroupNormAct is (M, K) rows; W is (C, K) when trans_b = 1 (Linear layout),
+ *    (K, C) when trans_b = 0.
+ *  - Every function returns FUSEDOPS_OK (0) or an error code; errors are found before any launch where possible,
+ *    and a message naming the problem is written into `err` (if err != NULL, err_len > 0).
+ *
+ * Semantics (identical to fusedops.catalog's PyTorch reference):
+ *  GroupNormAct:      Y = reduce_C( post( GroupNorm( pre(X) ) ) )
+ *  GemmGroupNormAct:  Y = reduce_C( post( GroupNorm( pre(X · Wᵀ + bias) ) ) )   (each row of the GEMM is a sample)
+ *  GroupNorm: per sample n and group g (C/G consecutive channels): mean and biased variance over the group's
+ *  channels and all S positions, float32 statistics; y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c].
+ *  reduce_C (optional): min / max / sum / mean / logsumexp over C, keepdim → output (N, 1, S).
+ */
+#ifndef FUSEDOPS_FUSEDOPS_H_
+#define FUSEDOPS_FUSEDOPS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FUSEDOPS_API __declspec(dllexport)
+#else
+#define FUSEDOPS_API __attribute__((visibility("default")))
+#endif
+
+/* Forward declaration so this header does not need cuda_runtime.h; pass a cudaStream_t (or NULL = legacy). */
+typedef struct CUstream_st* fusedops_stream_t;
+
+typedef enum {
+  FUSEDOPS_OK = 0,
+  FUSEDOPS_ERR_INVALID_ARGUMENT = 1, /* shapes, attributes, divisibility, null pointers */
+  FUSEDOPS_ERR_UNSUPPORTED = 2,      /* dtype / combination not implemented */
+  FUSEDOPS_ERR_WORKSPACE = 3,        /* workspace smaller than the queried size */
+  FUSEDOPS_ERR_CUDA = 4,             /* a CUDA / cuBLASLt call failed (message carries its text) */
+  FUSEDOPS_ERR_NOT_BUILT = 5         /* called a CUDA entry in a build without CUDA */
+} fusedops_status;
+
+typedef enum { FUSEDOPS_F32 = 0, FUSEDOPS_F16 = 1, FUSEDOPS_BF16 = 2 } fusedops_dtype;
+
+/* Elementwise steps of a pre/post chain. Numbering is part of the ABI (also used in serialized TensorRT fields). */
+typedef enum {
+  FUSEDOPS_STEP_ADD = 1,         /* x + v             */
+  FUSEDOPS_STEP_SUB = 2,         /* x - v             */
+  FUSEDOPS_STEP_MUL = 3,         /* x * v             */
+  FUSEDOPS_STEP_DIV = 4,         /* x / v             */
+  FUSEDOPS_STEP_RSUB = 5,        /* v - x             */
+  FUSEDOPS_STEP_RDIV = 6,        /* v / x             */
+  FUSEDOPS_STEP_RELU = 7,        /* NaN propagates (x < 0 ? 0 : x) */
+  FUSEDOPS_STEP_LEAKY_RELU = 8,  /* a = negative slope */
+  FUSEDOPS_STEP_SIGMOID = 9,
+  FUSEDOPS_STEP_SILU = 10,       /* x * sigmoid(x) (swish) */
+  FUSEDOPS_STEP_TANH = 11,
+  FUSEDOPS_STEP_HARDTANH = 12,   /* clamp to [a, b]; NaN propagates; a/b may be ±inf (Clip with one bound) */
+  FUSEDOPS_STEP_HARDSIGMOID = 13,/* max(0, min(1, a*x + b)); PyTorch default a = 1/6, b = 0.5 */
+  FUSEDOPS_STEP_HARDSWISH = 14,  /* x * max(0, min(1, x/6 + 0.5)) (PyTorch) */
+  FUSEDOPS_STEP_MISH = 15,       /* x * tanh(softplus(x)), softplus with beta 1, threshold 20 */
+  FUSEDOPS_STEP_SOFTPLUS = 16,   /* a = beta, b = threshold: x if a*x > b else log1p(exp(a*x)) / a */
+  FUSEDOPS_STEP_GELU = 17,       /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
+  FUSEDOPS_STEP_GELU_TANH = 18   /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} fusedops_step_op;
+
+#define FUSEDOPS_MAX_STEPS 16
+#define FUSEDOPS_MAX_EXTRAS 8
+
+typedef struct {
+  int32_t op;      /* fusedops_step_op */
+  int32_t operand; /* binary steps: -1 = scalar `a`; k >= 0 = per-channel extra input k (length C) */
+  float a;         /* scalar operand or first parameter */
+  float b;         /* second parameter */
+} fusedops_step;
+
+typedef struct {
+  int32_t num_steps;
+  fusedops_step steps[FUSEDOPS_MAX_STEPS];
+} fusedops_chain;
+
+typedef enum {
+  FUSEDOPS_REDUCE_NONE = 0,
+  FUSEDOPS_REDUCE_MIN = 1,
+  FUSEDOPS_REDUCE_MAX = 2,
+  FUSEDOPS_REDUCE_SUM = 3,
+  FUSEDOPS_REDUCE_MEAN = 4,
+  FUSEDOPS_REDUCE_LOGSUMEXP = 5
+} fusedops_reduce;
+
+/* Parse the catalog's chain text (the `pre` / `post` ONNX attribute), e.g. "add(@0);hardtanh(-1,1);mish".
+ * Grammar: chain := "" | step (";" step)* ; step := name [ "(" arg ("," arg)* ")" ] ; arg := float | "@"k | "inf".
+ * Unknown names, wrong arity, malformed numbers or more than FUSEDOPS_MAX_STEPS steps → INVALID_ARGUMENT. */
+FUSEDOPS_API int fusedops_parse_chain(const char* text, fusedops_chain* out, char* err, size_t err_len);
+/* "" | "min" | "max" | "sum" | "mean" | "logsumexp" */
+FUSEDOPS_API int fusedops_parse_reduce(const char* text, int32_t* out, char* err, size_t err_len);
+/* Largest extra-input index referenced by the two chains, plus one (0 if none). */
+FUSEDOPS_API int32_t fusedops_num_extras(const fusedops_chain* pre, const fusedops_chain* post);
+
+typedef struct {
+  int64_t N;           /* samples (GemmGroupNormAct: rows M) */
+  int64_t C;           /* channels */
+  int64_t S;           /* product of spatial dims, >= 1 (GemmGroupNormAct: 1) */
+  int32_t num_groups;  /* C % num_groups == 0 */
+  float epsilon;
+  fusedops_chain pre;
+  fusedops_chain post;
+  int32_t reduce;      /* fusedops_reduce */
+  int32_t x_dtype;     /* dtype of X and Y */
+  int32_t param_dtype; /* dtype of gamma, beta, bias and the extras */
+} fusedops_groupnorm_desc;
+
+typedef struct {
+  fusedops_groupnorm_desc gn; /* gn.N = rows M, gn.C = output features, gn.S = 1 */
+  int64_t K;                  /* input features */
+  int32_t trans_b;            /* 1: W is (C, K); 0: W is (K, C) */
+  int32_t allow_tf32;         /* float32 GEMM only: 1 = TF32 tensor cores, 0 = strict FP32 */
+  /* W has x_dtype; 16-bit X runs the GEMM in that type with float32 accumulation. */
+} fusedops_gemm_desc;
+
+/* Validate a descriptor (shapes > 0, divisibility, extras in range, dtypes). Same checks the run calls do. */
+FUSEDOPS_API int fusedops_groupnorm_act_check(const fusedops_groupnorm_desc* d, char* err, size_t err_len);
+FUSEDOPS_API int fusedops_gemm_groupnorm_act_check(const fusedops_gemm_desc* d, char* err, size_t err_len);
+
+/* Workspace bytes the CUDA entry needs for this descriptor (0 is a valid answer). */
+FUSEDOPS_API size_t fusedops_groupnorm_act_workspace_size(const fusedops_groupnorm_desc* d);
+FUSEDOPS_API size_t fusedops_gemm_groupnorm_act_workspace_size(const fusedops_gemm_desc* d);
+
+/* CUDA entries: every pointer is device memory; enqueued on `stream`, no synchronisation. extras[k] has C elements. */
+FUSEDOPS_API int fusedops_groupnorm_act_cuda(const fusedops_groupnorm_desc* d, const void* x, const void* gamma,
+                                             const void* beta, const void* const* extras, int32_t num_extras,
+                                             void* y, void* workspace, size_t workspace_size,
+                                             fusedops_stream_t stream, char* err, size_t err_len);
+FUSEDOPS_API int fusedops_gemm_groupnorm_act_cuda(const fusedops_gemm_desc* d, const void* x, const void* w,
+                                                  const void* bias, const void* gamma, const void* beta,
+                                                  const void* const* extras, int32_t num_extras, void* y,
+                                                  void* workspace, size_t workspace_size, fusedops_stream_t stream,
+                                                  char* err, size_t err_len);
+
+/* CPU entries (host pointers; multithreaded; float32 / float16 / bfloat16 with float32 math). */
+FUSEDOPS_API int fusedops_groupnorm_act_cpu(const fusedops_groupnorm_desc* d, const void* x, const void* gamma,
+                                            const void* beta, const void* const* extras, int32_t num_extras,
+                                            void* y, char* err, size_t err_len);
+FUSEDOPS_API int fusedops_gemm_groupnorm_act_cpu(const fusedops_gemm_desc* d, const void* x, const void* w,
+                                                 const void* bias, const void* gamma, const void* beta,
+                                                 const void* const* extras, int32_t num_extras, void* y,
+                                                 char* err, size_t err_len);
+
+/* 1 if this build has the CUDA entries. */
+FUSEDOPS_API int fusedops_has_cuda(void);
+FUSEDOPS_API const char* fusedops_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FUSEDOPS_FUSEDOPS_H_ */
