@@ -34,6 +34,8 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from .errors import FusedopsError
+
 DOMAIN = "fusedops"
 VERSION = 1
 PLUGIN_NAMESPACE = "fusedops"
@@ -42,7 +44,7 @@ MAX_STEPS = 16  # FUSEDOPS_MAX_STEPS
 MAX_EXTRAS = 8  # FUSEDOPS_MAX_EXTRAS
 
 
-class CatalogError(ValueError):
+class CatalogError(FusedopsError, ValueError):
     """A chain, attribute or shape that the catalog does not accept; the message names the problem."""
 
 

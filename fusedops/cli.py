@@ -1,0 +1,128 @@
+"""The `fusedops` console script. Each subcommand mirrors a function of the Python API (fusedops.api)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import FusedopsError
+
+
+def _cmd_export(a):
+    from .api import export
+    path = export(a.model, a.out, size=a.size, dynamic_batch=not a.static_batch, force=a.force)
+    print(f"wrote {path}")
+
+
+def _cmd_fuse(a):
+    from .api import fuse
+    path = fuse(a.input, a.output, force=a.force)
+    print(f"wrote {path}")
+
+
+def _cmd_demo(a):
+    from .api import demo
+    results = demo(models=a.models or None, backends=a.backends or None, size=a.size, out_dir=a.out_dir,
+                   repeats=a.repeats)
+    return 1 if any(r.ok is False for r in results) else 0
+
+
+def _cmd_verify(a):
+    from rich.console import Console
+
+    from .api import verify
+    from .demo import render_table
+    r = verify(a.model, backend=a.backend, size=a.size, batch=a.batch)
+    Console().print(render_table([r], a.size))
+    return 0 if r.ok else 1
+
+
+def _cmd_bench(a):
+    from .api import bench
+    bench(models=a.models or None, out_dir=a.out_dir, repeats=a.repeats)
+
+
+def _cmd_build_native(a):
+    from .plugins import native
+    path = native.build(cuda=a.cuda, verbose=a.verbose)
+    print(f"native libraries in {path}")
+
+
+def _cmd_build(a):
+    from .trt_build import builder
+    return builder.build_from_args(a)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    from .verify import BACKENDS
+
+    p = argparse.ArgumentParser(prog="fusedops", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("export", help="export a reference model to ONNX and fuse it")
+    s.add_argument("model", help="model key or number (1-4)")
+    s.add_argument("--out", required=True, help="output .onnx path")
+    s.add_argument("--size", choices=["small", "bench"], default="small")
+    s.add_argument("--static-batch", action="store_true", help="export with a fixed batch dimension")
+    s.add_argument("--force", action="store_true", help="overwrite OUT if it exists (never the input)")
+    s.set_defaults(fn=_cmd_export)
+
+    s = sub.add_parser("fuse", help="fuse GroupNorm patterns of any ONNX model into fusedops nodes")
+    s.add_argument("input")
+    s.add_argument("output")
+    s.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists (never the input)")
+    s.set_defaults(fn=_cmd_fuse)
+
+    s = sub.add_parser("demo", help="export, fuse and run every reference model on every backend available here")
+    s.add_argument("--models", nargs="*", help="subset of models (default: all four)")
+    s.add_argument("--backends", nargs="*", choices=list(BACKENDS), help="subset of backends (default: all)")
+    s.add_argument("--size", choices=["small", "bench"], default=None,
+                   help="default: bench with a CUDA GPU, small otherwise")
+    s.add_argument("--out-dir", default=None, help="keep the ONNX files and a JSON report here")
+    s.add_argument("--repeats", type=int, default=10)
+    s.set_defaults(fn=_cmd_demo)
+
+    s = sub.add_parser("verify", help="run one model on one backend and compare with eager PyTorch")
+    s.add_argument("model")
+    s.add_argument("--backend", choices=list(BACKENDS), default="ort-cpu")
+    s.add_argument("--size", choices=["small", "bench"], default="small")
+    s.add_argument("--batch", type=int, default=None)
+    s.set_defaults(fn=_cmd_verify)
+
+    s = sub.add_parser("bench", help="GPU benchmark of the fused models against eager, compile and the GEMM floor")
+    s.add_argument("--models", nargs="*")
+    s.add_argument("--out-dir", default="artifacts/bench")
+    s.add_argument("--repeats", type=int, default=20)
+    s.set_defaults(fn=_cmd_bench)
+
+    s = sub.add_parser("build-native", help="build the native libraries (CUDA kernels, ORT and TensorRT adapters)")
+    s.add_argument("--cuda", choices=["auto", "on", "off"], default="auto")
+    s.add_argument("--verbose", action="store_true")
+    s.set_defaults(fn=_cmd_build_native)
+
+    s = sub.add_parser("build", help="build a TensorRT engine from a fused ONNX model")
+    try:
+        from .trt_build import builder
+        builder.add_build_arguments(s)
+    except (ImportError, AttributeError):  # builder not importable: the command explains itself when run
+        s.add_argument("onnx")
+        s.add_argument("--engine", required=True)
+    s.set_defaults(fn=_cmd_build)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        rc = args.fn(args)
+    except FusedopsError as e:
+        print(f"fusedops: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fusedops: interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""Backends that run a fused model, and the comparison with eager PyTorch that the demo and `fusedops verify` share.
+
+A backend takes the reference model entry, the fused ONNX file and the inputs, and returns outputs plus a median
+latency. Each one says whether it can run here and, if not, why (shown in the demo table instead of a result).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .errors import FusedopsError
+
+# Pass/fail tolerances against eager PyTorch (float32 inputs), per backend precision.
+TOLERANCES = {
+    "fp32": dict(atol=1e-4, rtol=1e-4),  # CPU float32, strict FP32 GPU
+    "tf32": dict(atol=1e-2, rtol=1e-2),  # the reference-models spec's TF32 tolerance
+}
+
+
+@dataclass
+class BackendResult:
+    model: str
+    backend: str
+    ok: bool | None  # None: not run (see note)
+    max_abs_err: float | None = None
+    median_ms: float | None = None
+    note: str = ""
+
+
+@dataclass
+class RunContext:
+    entry: object  # models.ModelEntry
+    size: str
+    model: torch.nn.Module  # eager reference (float32, CPU)
+    onnx_path: Path  # fused ONNX
+    unfused_path: Path | None
+    inputs: list[torch.Tensor]  # CPU float32
+    repeats: int = 10
+    _references: dict = None
+
+    def reference(self, device: str) -> torch.Tensor:
+        """Eager PyTorch output in strict float32 on `device` (CPU for CPU backends, the GPU for GPU ones)."""
+        self._references = self._references or {}
+        if device not in self._references:
+            model = self.model if device == "cpu" else _copy_to(self.model, device)
+            prev = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("highest")
+            try:
+                with torch.no_grad():
+                    out = model(*[t.to(device) for t in self.inputs])
+            finally:
+                torch.set_float32_matmul_precision(prev)
+            self._references[device] = out.cpu()
+        return self._references[device]
+
+
+@dataclass
+class Backend:
+    name: str
+    precision: str  # key of TOLERANCES
+    available: Callable[[], str | None]  # None if usable, else the reason it is not
+    run: Callable[[RunContext], tuple[list[np.ndarray], float]]
+    device: str = "cpu"
+
+
+def _copy_to(model: torch.nn.Module, device: str) -> torch.nn.Module:
+    import copy
+    return copy.deepcopy(model).to(device)
+
+
+def _median_ms(fn, repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _cuda_median_ms(fn, repeats: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+# ---- ONNX Runtime ---------------------------------------------------------------------------------------------------
+
+def _ort_feed(sess, inputs):
+    return {i.name: t.numpy() for i, t in zip(sess.get_inputs(), inputs)}
+
+
+def _ort_functions_available():
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as e:
+        return f"onnxruntime not importable ({e})"
+    return None
+
+
+def _ort_functions_run(ctx: RunContext):
+    import onnxruntime as ort
+    sess = ort.InferenceSession(str(ctx.onnx_path), providers=["CPUExecutionProvider"])
+    feed = _ort_feed(sess, ctx.inputs)
+    out = sess.run(None, feed)
+    return out, _median_ms(lambda: sess.run(None, feed), ctx.repeats)
+
+
+def _ort_library_available(provider: str):
+    def check():
+        try:
+            from . import ort as fo_ort
+        except ImportError as e:
+            return f"fusedops.ort unavailable ({e})"
+        reason = fo_ort.unavailable_reason(provider) if hasattr(fo_ort, "unavailable_reason") else None
+        if reason:
+            return reason
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            return f"onnxruntime not importable ({e})"
+        if provider not in ort.get_available_providers():
+            return f"{provider} not in this onnxruntime build"
+        if fo_ort.library_path() is None:
+            return "fusedops ORT library not built (run `fusedops build-native`)"
+        return None
+    return check
+
+
+def _ort_library_run(provider: str):
+    def run(ctx: RunContext):
+        from . import ort as fo_ort
+        providers = [provider] if provider == "CPUExecutionProvider" else [provider, "CPUExecutionProvider"]
+        sess = fo_ort.session(str(ctx.onnx_path), providers=providers)
+        feed = _ort_feed(sess, ctx.inputs)
+        out = sess.run(None, feed)
+        return out, _median_ms(lambda: sess.run(None, feed), ctx.repeats)
+    return run
+
+
+# ---- PyTorch fused models (custom ops on CUDA) -----------------------------------------------------------------------
+
+def _torch_cuda_available():
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    try:
+        from .plugins import native
+    except ImportError as e:
+        return f"native loader unavailable ({e})"
+    if native.library_path("fusedops") is None:
+        return "fusedops CUDA library not built (run `fusedops build-native`)"
+    return None
+
+
+def _torch_cuda_run(ctx: RunContext):
+    module = ctx.entry.module
+    if not hasattr(module, "ModelNew"):
+        raise FusedopsError(f"{ctx.entry.key} has no ModelNew")
+    fused = module.ModelNew(*ctx.entry.sizes(ctx.size).init_inputs).cuda().eval()
+    fused.load_state_dict(ctx.model.state_dict())
+    xs = [t.cuda() for t in ctx.inputs]
+    prev = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # TF32, the default precision of the GPU runtimes
+    try:
+        with torch.no_grad():
+            out = fused(*xs)
+            ms = _cuda_median_ms(lambda: fused(*xs), ctx.repeats)
+    finally:
+        torch.set_float32_matmul_precision(prev)
+    return [out.float().cpu().numpy()], ms
+
+
+# ---- TensorRT ---------------------------------------------------------------------------------------------------------
+
+def _trt_available():
+    try:
+        import tensorrt  # noqa: F401
+    except Exception as e:  # ImportError or a broken install
+        return f"TensorRT not importable ({type(e).__name__}: {e})"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    return None
+
+
+def _trt_run(ctx: RunContext):
+    from .trt_build import builder, runtime
+    engine_path = ctx.onnx_path.with_suffix(".plan")
+    builder.build_engine(str(ctx.onnx_path), str(engine_path), precision="tf32", force=True, progress=False)
+    eng = runtime.Engine(str(engine_path))
+    xs = [t.cuda() for t in ctx.inputs]
+    out = eng.infer(xs)
+    ms = _cuda_median_ms(lambda: eng.infer(xs), ctx.repeats)
+    return [o.float().cpu().numpy() for o in out], ms
+
+
+BACKENDS: dict[str, Backend] = {
+    b.name: b
+    for b in [
+        Backend("ort-cpu-functions", "fp32", _ort_functions_available, _ort_functions_run),
+        Backend("ort-cpu", "fp32", _ort_library_available("CPUExecutionProvider"),
+                _ort_library_run("CPUExecutionProvider")),
+        Backend("ort-cuda", "tf32", _ort_library_available("CUDAExecutionProvider"),
+                _ort_library_run("CUDAExecutionProvider"), device="cuda"),
+        Backend("torch-cuda", "tf32", _torch_cuda_available, _torch_cuda_run, device="cuda"),
+        Backend("trt", "tf32", _trt_available, _trt_run, device="cuda"),
+    ]
+}
+
+
+def compare(model: str, backend: Backend, outputs, reference: torch.Tensor, median_ms: float) -> BackendResult:
+    got = np.asarray(outputs[0], dtype=np.float64)
+    want = reference.detach().double().numpy()
+    if got.shape != want.shape:
+        return BackendResult(model, backend.name, False, None, median_ms,
+                             f"shape {got.shape} != eager {want.shape}")
+    err = float(np.max(np.abs(got - want))) if got.size else 0.0
+    tol = TOLERANCES[backend.precision]
+    ok = bool(np.allclose(got, want, **tol)) and not np.isnan(got).any()
+    return BackendResult(model, backend.name, ok, err, median_ms,
+                         f"{backend.precision}: atol={tol['atol']:g} rtol={tol['rtol']:g}")
+
+
+def run_backend(ctx: RunContext, backend: Backend) -> BackendResult:
+    reason = backend.available()
+    if reason:
+        return BackendResult(ctx.entry.key, backend.name, None, note=f"skipped: {reason}")
+    outputs, ms = backend.run(ctx)
+    return compare(ctx.entry.key, backend, outputs, ctx.reference(backend.device), ms)
+
+
+def verify(model: str, backend: str = "ort-cpu", size: str = "small", workdir: str | None = None,
+           batch: int | None = None, seed: int = 0) -> BackendResult:
+    """Export + fuse a reference model, run it on one backend, compare with eager PyTorch."""
+    import tempfile
+
+    from .exporter_api import export
+    from .models import get_entry
+
+    if backend not in BACKENDS:
+        raise FusedopsError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    try:
+        entry = get_entry(model)
+    except ValueError as e:
+        raise FusedopsError(str(e)) from None
+    b = BACKENDS[backend]
+    reason = b.available()
+    if reason:
+        raise FusedopsError(f"backend {backend} cannot run here: {reason}")
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(workdir) if workdir else Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
+        onnx_path = base / f"{entry.key}.{size}.fused.onnx"
+        export(entry.key, str(onnx_path), size=size, force=True)
+        ref_model = entry.build(size, seed=seed)
+        gen = torch.Generator().manual_seed(seed + 1)
+        inputs = entry.inputs(size, batch=batch, generator=gen)
+        ctx = RunContext(entry, size, ref_model, onnx_path, None, inputs)
+        return run_backend(ctx, b)
