@@ -4,6 +4,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from fusedops.plugins import torch_ops
+
 batch_size = 128
 in_channels = 64
 out_channels = 64
@@ -25,6 +27,24 @@ class Model(nn.Module):
         x = F.gelu(x)
         x = self.group_norm(x)
         return x
+
+
+class ModelNew(nn.Module):
+    """ConvTranspose2d (cuDNN, a library call) then GELU + GroupNorm in one fused op (pre-chain ``gelu``).
+
+    The fused op reads the convolution's output once for the statistics and once to write the result: no GELU
+    intermediate of the output's size.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride, groups, num_groups):
+        super().__init__()
+        self.conv_transpose = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride)
+        self.group_norm = nn.GroupNorm(num_groups=num_groups, num_channels=out_channels)
+
+    def forward(self, x):
+        x = self.conv_transpose(x)
+        return torch_ops.group_norm_act(x, self.group_norm.weight, self.group_norm.bias, [],
+                                        self.group_norm.num_groups, self.group_norm.eps, "gelu", "", "")
 
 
 def get_inputs():

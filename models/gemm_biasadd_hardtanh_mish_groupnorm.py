@@ -3,6 +3,8 @@
 import torch
 import torch.nn as nn
 
+from fusedops.plugins import torch_ops
+
 batch_size = 1024
 in_features = 8192
 out_features = 8192
@@ -26,6 +28,24 @@ class Model(nn.Module):
         x = self.mish(x)
         x = self.groupnorm(x)
         return x
+
+
+class ModelNew(nn.Module):
+    """Model in one fused op: GEMM, then pre-chain ``add(@0);hardtanh(lo,hi);mish`` (@0 = self.bias), GroupNorm."""
+
+    def __init__(self, in_features, out_features, bias_shape, num_groups):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+        self.hardtanh = nn.Hardtanh()
+        self.mish = nn.Mish()
+        self.groupnorm = nn.GroupNorm(num_groups=num_groups, num_channels=out_features)
+
+    def forward(self, x):
+        lo, hi = torch_ops.chain_number(self.hardtanh.min_val), torch_ops.chain_number(self.hardtanh.max_val)
+        return torch_ops.gemm_group_norm_act(x, self.gemm.weight, self.gemm.bias, self.groupnorm.weight,
+                                             self.groupnorm.bias, [self.bias], self.groupnorm.num_groups,
+                                             self.groupnorm.eps, f"add(@0);hardtanh({lo},{hi});mish", "", "")
 
 
 def get_inputs():

@@ -6,6 +6,8 @@ Broadcasting (B, 1) with (1, C, 1, 1) yields (1, C, B, 1); that is the reference
 import torch
 import torch.nn as nn
 
+from fusedops.plugins import torch_ops
+
 batch_size = 1024
 in_features = 8192
 out_features = 8192
@@ -26,6 +28,25 @@ class Model(nn.Module):
         x = torch.min(x, dim=1, keepdim=True)[0]
         x = x + self.bias
         return x
+
+
+class ModelNew(nn.Module):
+    """Model with gemm → group_norm → min over channels fused into one op (reduce="min"), then ``+ self.bias``.
+
+    The broadcast add keeps the reference's (1, C, B, 1) output; the fused op writes only the (B, 1) minima.
+    """
+
+    def __init__(self, in_features, out_features, num_groups, bias_shape):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.group_norm = nn.GroupNorm(num_groups, out_features)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        x = torch_ops.gemm_group_norm_act(x, self.gemm.weight, self.gemm.bias, self.group_norm.weight,
+                                          self.group_norm.bias, [], self.group_norm.num_groups, self.group_norm.eps,
+                                          "", "", "min")
+        return x + self.bias
 
 
 def get_inputs():

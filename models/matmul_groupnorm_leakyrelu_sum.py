@@ -3,6 +3,8 @@
 import torch
 import torch.nn as nn
 
+from fusedops.plugins import torch_ops
+
 batch_size = 1024
 input_size = 8192
 hidden_size = 8192
@@ -21,6 +23,25 @@ class Model(nn.Module):
         x = self.gn(x)
         x = self.leaky_relu(x)
         return x + x
+
+
+class ModelNew(nn.Module):
+    """Model with fc → gn → leaky_relu → x + x in one fused op (GEMM epilogue: GroupNorm, LeakyReLU, ×2).
+
+    Same constructor, submodules, parameter names/shapes and creation order as Model, so seeded construction gives
+    identical weights and state_dicts load both ways. ``x + x`` is ``mul(2)``: exactly equal in floating point.
+    """
+
+    def __init__(self, input_size, hidden_size, num_groups, eps=1e-5, negative_slope=0.01):
+        super().__init__()
+        self.fc = nn.Linear(input_size, hidden_size)
+        self.gn = nn.GroupNorm(num_groups=num_groups, num_channels=hidden_size, eps=eps)
+        self.leaky_relu = nn.LeakyReLU(negative_slope=negative_slope)
+
+    def forward(self, x):
+        post = f"leaky_relu({torch_ops.chain_number(self.leaky_relu.negative_slope)});mul(2)"
+        return torch_ops.gemm_group_norm_act(x, self.fc.weight, self.fc.bias, self.gn.weight, self.gn.bias, [],
+                                             self.gn.num_groups, self.gn.eps, "", post, "")
 
 
 def get_inputs():
