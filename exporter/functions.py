@@ -1,0 +1,233 @@
+"""ONNX function bodies (standard ops only) for the fused ``fusedops`` nodes.
+
+Every fused node carries its own chains, so one function per op type cannot express them all. Each distinct node
+configuration (op type, attributes, input rank, number of extra inputs, model opset) gets its own FunctionProto,
+told apart by the IR-10 ``overload`` field: ``FunctionProto.overload`` = ``NodeProto.overload`` = a short stable hash
+of the function body. Runtimes without the fusedops library (or a TensorRT parser that falls back to the function)
+inline that body and compute exactly the catalog semantics:
+
+    GroupNormAct:      Y = reduce_C(post(GroupNorm(pre(X))))            X: (N, C, *spatial), C on axis 1
+    GemmGroupNormAct:  Y = reduce_C(post(GroupNorm(pre(X @ W' + B))))   W' = W^T if trans_b else W; C on the last
+                                                                        axis, every row of Z is one sample
+
+GroupNorm statistics are per sample and group: mean, then the mean of squared deviations (biased, the stable
+two-pass form), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Bodies are float32 (the fuser only fuses
+float32 graphs) and work for default-domain opsets 17-23: ops whose form changed (Reduce* ``axes``) are emitted in the
+form of the model's opset, and ops newer than 17 (Mish 18, Gelu 20) are decomposed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from fusedops import catalog
+
+MIN_OPSET = 17
+MAX_OPSET = 23
+SOFTPLUS_THRESHOLD = 20.0  # PyTorch's default: softplus(x) = x where beta * x > threshold
+
+
+class _Body:
+    """Accumulates the nodes of one function body with short, unique value names."""
+
+    def __init__(self, opset: int):
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self._n = 0
+        self._scalars: dict[float, str] = {}
+
+    def op(self, op_type: str, inputs: Sequence[str], **attrs) -> str:
+        out = f"t{self._n}"
+        self._n += 1
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], **attrs))
+        return out
+
+    def const(self, array: np.ndarray) -> str:
+        arr = np.asarray(array)
+        tensor = onnx.numpy_helper.from_array(arr)
+        return self.op("Constant", [], value=tensor)
+
+    def scalar(self, v: float) -> str:
+        """A float32 scalar constant (reused within the body)."""
+        key = float(np.float32(v))
+        if key not in self._scalars:
+            self._scalars[key] = self.const(np.array(v, dtype=np.float32))
+        return self._scalars[key]
+
+    def ints(self, values: Sequence[int]) -> str:
+        return self.const(np.array(list(values), dtype=np.int64))
+
+    def reduce(self, op_type: str, x: str, axes: Sequence[int]) -> str:
+        # ReduceSum takes axes as an input from opset 13, the other reductions from opset 18.
+        axes_as_input = self.opset >= 18 or (op_type == "ReduceSum" and self.opset >= 13)
+        if axes_as_input:
+            return self.op(op_type, [x, self.ints(axes)], keepdims=1)
+        return self.op(op_type, [x], axes=list(axes), keepdims=1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Elementwise steps
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _softplus(b: _Body, x: str, beta: float, threshold: float) -> str:
+    """PyTorch's softplus: x where beta*x > threshold, else log1p(exp(beta*x)) / beta, computed without overflow as
+    max(bx, 0) + log(1 + exp(-|bx|))."""
+    bx = x if beta == 1.0 else b.op("Mul", [x, b.scalar(beta)])
+    pos = b.op("Max", [bx, b.scalar(0.0)])
+    tail = b.op("Log", [b.op("Add", [b.scalar(1.0), b.op("Exp", [b.op("Neg", [b.op("Abs", [bx])])])])])
+    sp = b.op("Add", [pos, tail])
+    if beta != 1.0:
+        sp = b.op("Div", [sp, b.scalar(beta)])
+    return b.op("Where", [b.op("Greater", [bx, b.scalar(threshold)]), x, sp])
+
+
+def _step(b: _Body, x: str, s: catalog.Step, extra) -> str:
+    name = s.name
+    if s.kind.binary:
+        v = extra(s.operand) if isinstance(s.operand, int) else b.scalar(float(s.operand))
+        binary = {"add": ("Add", False), "sub": ("Sub", False), "mul": ("Mul", False), "div": ("Div", False),
+                  "rsub": ("Sub", True), "rdiv": ("Div", True)}
+        op_type, swap = binary[name]
+        return b.op(op_type, [v, x] if swap else [x, v])
+    p = s.params
+    if name == "relu":
+        return b.op("Relu", [x])
+    if name == "leaky_relu":
+        return b.op("LeakyRelu", [x], alpha=float(p[0]))
+    if name == "sigmoid":
+        return b.op("Sigmoid", [x])
+    if name == "silu":
+        return b.op("Mul", [x, b.op("Sigmoid", [x])])
+    if name == "tanh":
+        return b.op("Tanh", [x])
+    if name == "hardtanh":
+        lo = "" if p[0] == -math.inf else b.scalar(p[0])
+        hi = "" if p[1] == math.inf else b.scalar(p[1])
+        return b.op("Clip", [x, lo, hi])
+    if name == "hardsigmoid":
+        return b.op("HardSigmoid", [x], alpha=float(p[0]), beta=float(p[1]))
+    if name == "hardswish":
+        return b.op("HardSwish", [x])
+    if name == "mish":
+        return b.op("Mul", [x, b.op("Tanh", [_softplus(b, x, 1.0, SOFTPLUS_THRESHOLD)])])
+    if name == "softplus":
+        return _softplus(b, x, float(p[0]), float(p[1]))
+    if name == "gelu":  # 0.5 x (1 + erf(x / sqrt(2)))
+        e = b.op("Erf", [b.op("Mul", [x, b.scalar(1.0 / math.sqrt(2.0))])])
+        return b.op("Mul", [b.op("Mul", [x, b.scalar(0.5)]), b.op("Add", [e, b.scalar(1.0)])])
+    if name == "gelu_tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        x3 = b.op("Mul", [b.op("Mul", [x, x]), x])
+        inner = b.op("Mul", [b.op("Add", [x, b.op("Mul", [x3, b.scalar(0.044715)])]),
+                             b.scalar(math.sqrt(2.0 / math.pi))])
+        return b.op("Mul", [b.op("Mul", [x, b.scalar(0.5)]), b.op("Add", [b.op("Tanh", [inner]), b.scalar(1.0)])])
+    raise catalog.CatalogError(f"no ONNX function body for chain step {name!r}")
+
+
+def _chain(b: _Body, x: str, steps: Sequence[catalog.Step], extra) -> str:
+    for s in steps:
+        x = _step(b, x, s, extra)
+    return x
+
+
+def _reduce_channels(b: _Body, y: str, reduce: str, axis: int) -> str:
+    if reduce == "":
+        return y
+    if reduce == "logsumexp":  # max-shifted, so large values do not overflow
+        m = b.reduce("ReduceMax", y, [axis])
+        s = b.reduce("ReduceSum", b.op("Exp", [b.op("Sub", [y, m])]), [axis])
+        return b.op("Add", [b.op("Log", [s]), m])
+    op_type = {"min": "ReduceMin", "max": "ReduceMax", "sum": "ReduceSum", "mean": "ReduceMean"}[reduce]
+    return b.reduce(op_type, y, [axis])
+
+
+def _group_norm(b: _Body, x: str, grouped_shape: str, eps: float, axis: int) -> str:
+    """Normalize x viewed as grouped_shape over ``axis`` (the in-group elements); returns x's shape."""
+    xg = b.op("Reshape", [x, grouped_shape])
+    mean = b.reduce("ReduceMean", xg, [axis])
+    d = b.op("Sub", [xg, mean])
+    var = b.reduce("ReduceMean", b.op("Mul", [d, d]), [axis])
+    yg = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, b.scalar(eps)])])])
+    return b.op("Reshape", [yg, b.op("Shape", [x])])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------------------------------
+
+def function_inputs(op: str, num_extras: int) -> list[str]:
+    return list(catalog.OPS[op].inputs) + [f"extra_{k}" for k in range(num_extras)]
+
+
+def build_function(op: str, attrs: catalog.FusedAttrs, rank: int, opset: int,
+                   num_extras: int | None = None) -> onnx.FunctionProto:
+    """The standard-op FunctionProto of one fused node configuration (domain ``fusedops``, name = op type,
+    overload = short hash of the body). ``rank`` is the rank of the node's input X; ``opset`` the model's default
+    opset (the function imports the same version). ``num_extras`` defaults to the extras the chains reference."""
+    if op not in catalog.OPS:
+        raise catalog.CatalogError(f"unknown fused op {op!r}; known: {', '.join(catalog.OPS)}")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise catalog.CatalogError(f"default-domain opset {opset} is not supported (supported: "
+                                   f"{MIN_OPSET}-{MAX_OPSET})")
+    n_extras = attrs.num_extras if num_extras is None else num_extras
+    if n_extras < attrs.num_extras:
+        raise catalog.CatalogError(f"{op}: chains reference {attrs.num_extras} extra input(s), got {n_extras}")
+    b = _Body(opset)
+    g = attrs.num_groups
+    if op == catalog.GROUP_NORM_ACT.name:
+        if not 2 <= rank <= 5:
+            raise catalog.CatalogError(f"{op}: X must have rank 2-5, got rank {rank}")
+        per_channel_shape = [-1] + [1] * (rank - 2)  # (C,) broadcast on axis 1 of (N, C, *spatial)
+        shape_const = b.ints(per_channel_shape) if rank > 2 else None
+        cache: dict[str, str] = {}
+
+        def channel(name: str) -> str:
+            if shape_const is None:
+                return name
+            if name not in cache:
+                cache[name] = b.op("Reshape", [name, shape_const])
+            return cache[name]
+
+        z = _chain(b, "X", attrs.pre, lambda k: channel(f"extra_{k}"))
+        y = _group_norm(b, z, b.ints([0, g, -1]), attrs.epsilon, axis=2)
+        y = b.op("Add", [b.op("Mul", [y, channel("gamma")]), channel("beta")])
+        y = _chain(b, y, attrs.post, lambda k: channel(f"extra_{k}"))
+        y = _reduce_channels(b, y, attrs.reduce, axis=1)
+    else:
+        if rank < 2:
+            raise catalog.CatalogError(f"{op}: X must have rank >= 2, got rank {rank}")
+        w = b.op("Transpose", ["W"], perm=[1, 0]) if attrs.trans_b else "W"
+        z = b.op("Add", [b.op("MatMul", ["X", w]), "B"])
+        # Channels are the last axis; (C,) tensors broadcast there as they are.
+        z = _chain(b, z, attrs.pre, lambda k: f"extra_{k}")
+        lead = b.op("Shape", [z], start=0, end=-1)
+        grouped = b.op("Concat", [lead, b.ints([g, -1])], axis=0)  # (..., G, C/G): every row its own sample
+        y = _group_norm(b, z, grouped, attrs.epsilon, axis=-1)
+        y = b.op("Add", [b.op("Mul", [y, "gamma"]), "beta"])
+        y = _chain(b, y, attrs.post, lambda k: f"extra_{k}")
+        y = _reduce_channels(b, y, attrs.reduce, axis=-1)
+    b.nodes.append(helper.make_node("Identity", [y], ["Y"]))
+
+    fn = helper.make_function(
+        catalog.DOMAIN, op, function_inputs(op, n_extras), ["Y"], b.nodes,
+        opset_imports=[helper.make_opsetid("", opset)],
+        attributes=[a.name for a in catalog.OPS[op].attrs],  # the node's attributes (baked into the body)
+    )
+    fn.doc_string = (f"{op} {attrs.onnx_attrs(op)} rank={rank}: standard-op body; the fusedops runtime "
+                     f"libraries replace it with a fused kernel")
+    fn.overload = body_hash(fn)
+    return fn
+
+
+def body_hash(fn: onnx.FunctionProto) -> str:
+    """Short stable hash of a function's signature and body (the overload name)."""
+    key = onnx.FunctionProto()
+    key.CopyFrom(fn)
+    key.overload = ""
+    key.doc_string = ""
+    return hashlib.sha256(key.SerializeToString(deterministic=True)).hexdigest()[:12]
