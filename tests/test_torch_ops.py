@@ -1,0 +1,278 @@
+"""The PyTorch custom ops on CPU: semantics against a float64 re-statement, opcheck, errors, precision switch."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fusedops.errors import FusedopsError
+from fusedops.plugins import torch_ops
+
+gna = torch.ops.fusedops.group_norm_act.default
+ggna = torch.ops.fusedops.gemm_group_norm_act.default
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _params(C, n_extras=0, seed=1, dtype=torch.float32):
+    g = _gen(seed)
+    gamma = torch.randn(C, generator=g, dtype=dtype) + 1.0
+    beta = torch.randn(C, generator=g, dtype=dtype)
+    extras = [torch.randn(C, generator=g, dtype=dtype) for _ in range(n_extras)]
+    return gamma, beta, extras
+
+
+def _group_norm64(z, G, gamma, beta, eps):
+    """GroupNorm written out in float64, per sample."""
+    n, c = z.shape[:2]
+    g = z.reshape(n, G, -1)
+    mean = g.mean(-1, keepdim=True)
+    var = ((g - mean) ** 2).mean(-1, keepdim=True)
+    y = ((g - mean) / torch.sqrt(var + eps)).reshape(z.shape)
+    shape = (1, c) + (1,) * (z.dim() - 2)
+    return y * gamma.reshape(shape) + beta.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Semantics
+# ---------------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(3, 12), (2, 12, 7), (2, 12, 5, 6), (2, 12, 3, 4, 5)])
+def test_group_norm_act_matches_float64_restatement(shape):
+    x = torch.randn(*shape, generator=_gen(2)) * 3 + 0.5
+    gamma, beta, (e0,) = _params(shape[1], 1)
+    y = torch_ops.group_norm_act(x, gamma, beta, [e0], 4, 1e-5, "add(@0);gelu", "leaky_relu(0.2);mul(2)", "")
+    x64, e64 = x.double(), e0.double()
+    shape_c = (1, -1) + (1,) * (x.dim() - 2)
+    z = F.gelu(x64 + e64.reshape(shape_c))
+    z = _group_norm64(z, 4, gamma.double(), beta.double(), 1e-5)
+    want = torch.where(z >= 0, z, 0.2 * z) * 2
+    assert y.dtype == torch.float32 and y.shape == x.shape
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduce,fn", [("min", lambda z: z.amin(1, keepdim=True)),
+                                       ("max", lambda z: z.amax(1, keepdim=True)),
+                                       ("sum", lambda z: z.sum(1, keepdim=True)),
+                                       ("mean", lambda z: z.mean(1, keepdim=True)),
+                                       ("logsumexp", lambda z: torch.logsumexp(z, 1, keepdim=True))])
+def test_gemm_group_norm_act_reductions(reduce, fn):
+    g = _gen(3)
+    x = torch.rand(5, 24, generator=g)
+    w = torch.randn(16, 24, generator=g) / 5
+    b = torch.randn(16, generator=g)
+    gamma, beta, _ = _params(16)
+    y = torch_ops.gemm_group_norm_act(x, w, b, gamma, beta, [], 4, 1e-5, "", "silu", reduce)
+    z = x.double() @ w.double().T + b.double()
+    want = fn(F.silu(_group_norm64(z, 4, gamma.double(), beta.double(), 1e-5)))
+    assert y.shape == (5, 1)
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_trans_b_0_and_batched_rows():
+    g = _gen(4)
+    x = torch.rand(2, 3, 10, generator=g)  # rank 3: a batch of rows, every row one sample
+    w_kc = torch.randn(10, 8, generator=g)  # (K, C) layout
+    b = torch.randn(8, generator=g)
+    gamma, beta, _ = _params(8)
+    y = torch_ops.gemm_group_norm_act(x, w_kc, b, gamma, beta, [], 2, 1e-5, "", "", "", 0)
+    y_t = torch_ops.gemm_group_norm_act(x, w_kc.T.contiguous(), b, gamma, beta, [], 2, 1e-5, "", "", "", 1)
+    z = (x.double().reshape(-1, 10) @ w_kc.double() + b.double())
+    want = _group_norm64(z, 2, gamma.double(), beta.double(), 1e-5).reshape(2, 3, 8)
+    assert y.shape == (2, 3, 8)
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(y, y_t)
+
+
+def test_group_norm_statistics_are_per_sample():
+    x = torch.randn(4, 8, 9, generator=_gen(5))
+    gamma, beta, _ = _params(8)
+    y = torch_ops.group_norm_act(x, gamma, beta, [], 2)
+    x2 = x.clone()
+    x2[0] = x2[0] * 50 + 3
+    y2 = torch_ops.group_norm_act(x2, gamma, beta, [], 2)
+    torch.testing.assert_close(y[1:], y2[1:], rtol=0, atol=0)
+
+
+def test_non_contiguous_inputs_give_the_contiguous_answer():
+    g = _gen(6)
+    x = torch.randn(12, 4, 7, generator=g).transpose(0, 1)  # (4, 12, 7), not contiguous
+    gamma, beta, _ = _params(12)
+    assert not x.is_contiguous()
+    torch.testing.assert_close(torch_ops.group_norm_act(x, gamma, beta, [], 3),
+                               torch_ops.group_norm_act(x.contiguous(), gamma, beta, [], 3))
+    xg = torch.rand(16, 6, generator=g).T  # (6, 16)
+    w = torch.randn(16, 8, generator=g).T  # (8, 16) = (C, K), non-contiguous
+    b = torch.randn(8, generator=g)
+    gm, bt, _ = _params(8)
+    torch.testing.assert_close(torch_ops.gemm_group_norm_act(xg, w, b, gm, bt, [], 4),
+                               torch_ops.gemm_group_norm_act(xg.contiguous(), w.contiguous(), b, gm, bt, [], 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16bit_inputs_run_in_their_type(dtype):
+    g = _gen(7)
+    x = torch.rand(6, 32, generator=g)
+    w = torch.randn(16, 32, generator=g) / 6
+    b = torch.randn(16, generator=g)
+    gamma, beta, _ = _params(16)
+    y = torch_ops.gemm_group_norm_act(x.to(dtype), w.to(dtype), b.to(dtype), gamma.to(dtype), beta.to(dtype), [],
+                                      4, 1e-5, "", "gelu", "")
+    assert y.dtype == dtype
+    want = torch_ops.gemm_group_norm_act(x.to(dtype).double(), w.to(dtype).double(), b.to(dtype).double(),
+                                         gamma.to(dtype).double(), beta.to(dtype).double(), [], 4, 1e-5, "", "gelu")
+    # The GEMM output is rounded to the 16-bit type before GroupNorm divides by a group std of ~0.3: ~3 ulp of it.
+    tol = 2e-2 if dtype == torch.float16 else 8e-2
+    torch.testing.assert_close(y.double(), want, rtol=tol, atol=tol)
+
+
+def test_nan_and_inf_propagate_per_sample():
+    x = torch.randn(3, 8, 5, generator=_gen(8))
+    x[1, 0, 0] = float("nan")
+    x[2, 5, 1] = float("inf")
+    gamma, beta, _ = _params(8)
+    y = torch_ops.group_norm_act(x, gamma, beta, [], 2)
+    want = F.group_norm(x, 2, gamma, beta, 1e-5)
+    torch.testing.assert_close(y, want, equal_nan=True)
+    assert torch.isfinite(y[0]).all() and torch.isnan(y[1, :4]).all() and torch.isfinite(y[1, 4:]).all()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Precision switch
+# ---------------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("precision,want", [("highest", 0), ("high", 1), ("medium", 1)])
+def test_allow_tf32_follows_float32_matmul_precision(precision, want):
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision(precision)
+        assert torch_ops.resolve_allow_tf32(-1) == want
+        assert torch_ops.resolve_allow_tf32(0) == 0 and torch_ops.resolve_allow_tf32(1) == 1
+    finally:
+        torch.set_float32_matmul_precision(old)
+    with pytest.raises(FusedopsError, match="allow_tf32 must be"):
+        torch_ops.resolve_allow_tf32(2)
+
+
+def test_parsed_attrs_are_cached():
+    torch_ops.parsed_attrs.cache_clear()
+    a = torch_ops.parsed_attrs("GroupNormAct", 4, 1e-5, "gelu", "", "")
+    b = torch_ops.parsed_attrs("GroupNormAct", 4, 1e-5, "gelu", "", "")
+    assert a is b and torch_ops.parsed_attrs.cache_info().hits == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# opcheck (schema, fake kernel, dispatch, aot; no autograd formula: inputs do not require grad)
+# ---------------------------------------------------------------------------------------------------------------------
+
+GN_CASES = [
+    ((4, 12), 3, "", "", ""),
+    ((2, 12, 9), 12, "gelu", "", "min"),  # one channel a group
+    ((2, 12, 5, 6), 1, "add(@0);hardtanh(-1,1);mish", "", ""),  # one group for all channels
+    ((2, 12, 3, 4, 5), 4, "", "leaky_relu(0.1);mul(2)", "logsumexp"),
+    ((3, 8, 4, 4), 2, "mul(@1);sub(@0)", "sigmoid;rsub(1)", "max"),
+]
+
+
+@pytest.mark.parametrize("shape,G,pre,post,reduce", GN_CASES)
+def test_opcheck_group_norm_act(shape, G, pre, post, reduce):
+    g = _gen(9)
+    x = torch.randn(*shape, generator=g)
+    gamma, beta, extras = _params(shape[1], 2)
+    torch.library.opcheck(gna, (x, gamma, beta, extras, G, 1e-5, pre, post, reduce))
+
+
+GEMM_CASES = [
+    ((6, 16), (24, 16), 1, 6, "", "leaky_relu(0.01);mul(2)", ""),
+    ((6, 16), (24, 16), 1, 8, "", "", "min"),
+    ((5, 16), (16, 24), 0, 4, "add(@0);hardtanh(-1,1);mish", "", ""),
+    ((2, 3, 16), (24, 16), 1, 24, "gelu_tanh", "hardswish", "mean"),
+]
+
+
+@pytest.mark.parametrize("xs,ws,trans_b,G,pre,post,reduce", GEMM_CASES)
+def test_opcheck_gemm_group_norm_act(xs, ws, trans_b, G, pre, post, reduce):
+    g = _gen(10)
+    x, w = torch.rand(*xs, generator=g), torch.randn(*ws, generator=g) / 4
+    C = ws[0] if trans_b else ws[1]
+    b = torch.randn(C, generator=g)
+    gamma, beta, extras = _params(C, 1)
+    for tf32 in (-1, 0):
+        torch.library.opcheck(ggna, (x, w, b, gamma, beta, extras, G, 1e-5, pre, post, reduce, trans_b, tf32))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Bad input: clear errors that name the problem
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _gn_args(**over):
+    x = torch.randn(2, 12, 5)
+    gamma, beta, extras = _params(12, 1)
+    a = dict(x=x, gamma=gamma, beta=beta, extras=extras, num_groups=4, epsilon=1e-5, pre="", post="", reduce="")
+    a.update(over)
+    return a
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(num_groups=5), "C=12 is not divisible by num_groups=5"),
+    (dict(num_groups=0), "num_groups must be positive"),
+    (dict(gamma=torch.randn(11)), "gamma has 11 elements, expected C=12"),
+    (dict(beta=torch.randn(13)), "beta has 13 elements"),
+    (dict(pre="add(@1)"), r"chains reference 2 extra input\(s\)"),
+    (dict(pre="frobnicate"), "unknown chain step 'frobnicate'"),
+    (dict(post="leaky_relu(0.1,2,3)"), "takes at most 1 parameter"),
+    (dict(reduce="median"), "unknown reduce 'median'"),
+    (dict(epsilon=-1.0), "epsilon must be a finite non-negative"),
+    (dict(x=torch.randn(12)), "X must have rank 2-5"),
+    (dict(x=torch.randn(1, 12, 2, 2, 2, 2)), "X must have rank 2-5"),
+    (dict(x=torch.randint(0, 4, (2, 12, 5))), "X has dtype torch.int64"),
+    (dict(extras=[torch.randn(7)]), "extra input 0 has 7 elements"),
+])
+def test_group_norm_act_bad_input(over, match):
+    with pytest.raises(FusedopsError, match=match):
+        torch_ops.group_norm_act(**_gn_args(**over))
+
+
+def _gemm_args(**over):
+    g = _gen(11)
+    a = dict(x=torch.rand(4, 10, generator=g), w=torch.randn(8, 10, generator=g), b=torch.randn(8, generator=g),
+             gamma=torch.ones(8), beta=torch.zeros(8), extras=[], num_groups=2)
+    a.update(over)
+    return a
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(w=torch.randn(8, 9)), r"X has K=10 features but W of shape \(8, 9\)"),
+    (dict(w=torch.randn(8, 10, 1)), "W must be 2-D"),
+    (dict(x=torch.rand(10)), "X must have rank >= 2"),
+    (dict(b=torch.randn(7)), "bias B has 7 elements, expected C=8"),
+    (dict(w=torch.randn(8, 10, dtype=torch.float64)), "W has dtype torch.float64 but X has torch.float32"),
+    (dict(num_groups=3), "C=8 is not divisible by num_groups=3"),
+    (dict(trans_b=2), "trans_b must be 0 or 1"),
+    (dict(allow_tf32=5), "allow_tf32 must be"),
+    (dict(gamma=torch.ones(8, dtype=torch.int32)), "gamma has dtype torch.int32"),
+])
+def test_gemm_group_norm_act_bad_input(over, match):
+    with pytest.raises(FusedopsError, match=match):
+        torch_ops.gemm_group_norm_act(**_gemm_args(**over))
+
+
+def test_bad_input_is_caught_while_tracing():
+    """The fake kernel validates too: export fails at trace time with the same message."""
+
+    class Bad(torch.nn.Module):
+        def forward(self, x):
+            return torch_ops.group_norm_act(x, torch.ones(12), torch.zeros(12), [], 5)
+
+    with pytest.raises(Exception, match="not divisible by num_groups=5"):
+        torch.export.export(Bad(), (torch.randn(2, 12, 4),))
+
+
+def test_chain_number_round_trips():
+    for v in (0.01, -1.0, 1.0, 1 / 3, 1e-30, math.inf, -math.inf):
+        text = torch_ops.chain_number(v)
+        steps = torch_ops.parsed_attrs("GroupNormAct", 1, 1e-5, f"hardtanh({text},1)", "", "").pre
+        assert steps[0].params[0] == v
