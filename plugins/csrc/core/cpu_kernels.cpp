@@ -1,0 +1,332 @@
+// CPU entries: fusedops_groupnorm_act_cpu and fusedops_gemm_groupnorm_act_cpu (float32 / float16 / bfloat16 storage,
+// float32 math, float32 statistics merged in double).
+//
+// GroupNormAct: one task per (sample, group) — a group is one contiguous span of (C/G)·S elements. Pass 1 applies
+// `pre` and accumulates exact per-block moments merged with Chan's formula (one read of X); the pre-activated values
+// stay in a per-thread scratch when the group fits (else pass 2 recomputes them). Pass 2 normalises, applies `post`
+// and stores. With a channel reduction the statistics come first, then tasks over (sample, block of positions)
+// stream all channels through the reduction.
+// GemmGroupNormAct: Eigen's cache-blocked GEMM per block of rows (each thread owns its rows, so the epilogue — bias,
+// pre, GroupNorm, post, reduce — runs on the block while it is still hot); for few rows the GEMM is split by
+// columns instead and the epilogue follows over rows.
+#define EIGEN_DONT_PARALLELIZE  // threads come from our pool, one Eigen GEMM per task
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <new>
+#include <vector>
+
+#include "core/cpu_util.h"
+
+namespace {
+
+using fusedops::cpu::Moments;
+using fusedops::cpu::ReduceAcc;
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+constexpr int64_t kChunk = 1024;                   // elements per block: stays in L1 between passes
+constexpr int64_t kScratchMaxFloats = 1LL << 22;  // per-thread scratch for one group (16 MiB)
+constexpr int64_t kReducePositions = 256;         // positions per task in the reduce path
+
+void set_err(char* err, size_t err_len, const char* fmt, ...) {
+  if (!err || err_len == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(err, err_len, fmt, ap);
+  va_end(ap);
+}
+
+// float32 copies of the per-channel vectors (C elements each).
+struct ChannelParams {
+  std::vector<float> gamma, beta, bias;
+  std::vector<std::vector<float>> extras;
+  const float* ex[FUSEDOPS_MAX_EXTRAS] = {};
+
+  void load(const fusedops_groupnorm_desc& d, const void* g, const void* b, const void* bias_ptr,
+            const void* const* extras_in, int32_t n_extras) {
+    const int64_t C = d.C;
+    gamma.resize(C);
+    beta.resize(C);
+    fusedops::cpu::load_f32(g, d.param_dtype, 0, C, gamma.data());
+    fusedops::cpu::load_f32(b, d.param_dtype, 0, C, beta.data());
+    if (bias_ptr) {
+      bias.resize(C);
+      fusedops::cpu::load_f32(bias_ptr, d.param_dtype, 0, C, bias.data());
+    }
+    extras.resize(n_extras);
+    for (int32_t k = 0; k < n_extras; ++k) {
+      extras[k].resize(C);
+      fusedops::cpu::load_f32(extras_in[k], d.param_dtype, 0, C, extras[k].data());
+      ex[k] = extras[k].data();
+    }
+  }
+};
+
+// Pointer / extras checks common to both entries (after the descriptor check).
+int check_run_args(const fusedops_groupnorm_desc& d, const void* x, const void* gamma, const void* beta,
+                   const void* const* extras, int32_t num_extras, const void* y, int32_t* used_extras, char* err,
+                   size_t err_len) {
+  if (!x || !gamma || !beta || !y) {
+    set_err(err, err_len, "null pointer among X, gamma, beta, Y");
+    return FUSEDOPS_ERR_INVALID_ARGUMENT;
+  }
+  const int32_t need = fusedops_num_extras(&d.pre, &d.post);
+  if (num_extras < need || num_extras > FUSEDOPS_MAX_EXTRAS) {
+    set_err(err, err_len, "chains reference %d extra input(s), got %d (at most %d)", need, num_extras,
+            FUSEDOPS_MAX_EXTRAS);
+    return FUSEDOPS_ERR_INVALID_ARGUMENT;
+  }
+  for (int32_t k = 0; k < need; ++k) {
+    if (!extras || !extras[k]) {
+      set_err(err, err_len, "extra input %d is NULL", k);
+      return FUSEDOPS_ERR_INVALID_ARGUMENT;
+    }
+  }
+  *used_extras = need;
+  return FUSEDOPS_OK;
+}
+
+// Normalise one span of one channel: v <- (v - mean) * (rstd * gamma) + beta.
+inline void normalize(float* v, int64_t n, float mean, float scale, float shift) {
+  for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) * scale + shift;
+}
+
+void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, void* y) {
+  const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G, glen = cpg * S;
+  const bool use_scratch = glen <= kScratchMaxFloats;
+  fusedops::cpu::parallel_for(N * G, [&](int64_t t) {
+    const int64_t n = t / G, g = t % G;
+    const int64_t base = (n * C + g * cpg) * S;
+    thread_local std::vector<float> scratch;
+    if (use_scratch && static_cast<int64_t>(scratch.size()) < glen) scratch.resize(glen);
+    float buf[kChunk], out[kChunk];
+    Moments m;
+    for (int64_t c = 0; c < cpg; ++c) {
+      const int64_t ch = g * cpg + c;
+      for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
+        const int64_t len = std::min(kChunk, S - s0);
+        float* v = use_scratch ? scratch.data() + c * S + s0 : buf;
+        fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, v);
+        fusedops::cpu::apply_chain(d.pre, v, len, p.ex, ch, false);
+        m.merge_block(v, len);
+      }
+    }
+    const float mean = static_cast<float>(m.mean);
+    const float rstd = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
+    for (int64_t c = 0; c < cpg; ++c) {
+      const int64_t ch = g * cpg + c;
+      const float scale = rstd * p.gamma[ch], shift = p.beta[ch];
+      for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
+        const int64_t len = std::min(kChunk, S - s0);
+        if (use_scratch) {
+          std::copy_n(scratch.data() + c * S + s0, len, out);
+        } else {
+          fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, out);
+          fusedops::cpu::apply_chain(d.pre, out, len, p.ex, ch, false);
+        }
+        normalize(out, len, mean, scale, shift);
+        fusedops::cpu::apply_chain(d.post, out, len, p.ex, ch, false);
+        fusedops::cpu::store_from_f32(out, len, y, d.x_dtype, base + c * S + s0);
+      }
+    }
+  });
+}
+
+void groupnorm_reduce(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, void* y) {
+  const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G;
+  std::vector<float> mean(N * G), rstd(N * G);
+  fusedops::cpu::parallel_for(N * G, [&](int64_t t) {
+    const int64_t n = t / G, g = t % G;
+    const int64_t base = (n * C + g * cpg) * S;
+    float buf[kChunk];
+    Moments m;
+    for (int64_t c = 0; c < cpg; ++c) {
+      for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
+        const int64_t len = std::min(kChunk, S - s0);
+        fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, buf);
+        fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, g * cpg + c, false);
+        m.merge_block(buf, len);
+      }
+    }
+    mean[t] = static_cast<float>(m.mean);
+    rstd[t] = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
+  });
+  const int64_t blocks = (S + kReducePositions - 1) / kReducePositions;
+  fusedops::cpu::parallel_for(N * blocks, [&](int64_t t) {
+    const int64_t n = t / blocks, s0 = (t % blocks) * kReducePositions;
+    const int64_t len = std::min(kReducePositions, S - s0);
+    ReduceAcc acc[kReducePositions];
+    float buf[kReducePositions];
+    fusedops::cpu::reduce_init(d.reduce, acc, len);
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t g = c / cpg;
+      fusedops::cpu::load_f32(x, d.x_dtype, (n * C + c) * S + s0, len, buf);
+      fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, c, false);
+      normalize(buf, len, mean[n * G + g], rstd[n * G + g] * p.gamma[c], p.beta[c]);
+      fusedops::cpu::apply_chain(d.post, buf, len, p.ex, c, false);
+      fusedops::cpu::reduce_update(d.reduce, acc, buf, len);
+    }
+    for (int64_t i = 0; i < len; ++i) buf[i] = fusedops::cpu::reduce_final(d.reduce, acc[i], C);
+    fusedops::cpu::store_from_f32(buf, len, y, d.x_dtype, n * S + s0);
+  });
+}
+
+// Epilogue of one GEMM row z[0..C): bias, pre, GroupNorm over contiguous channel groups, post, reduce/store.
+void gemm_row_epilogue(const fusedops_groupnorm_desc& d, const ChannelParams& p, float* z, int64_t row, void* y) {
+  const int64_t C = d.C, G = d.num_groups, cpg = C / G;
+  const float* bias = p.bias.data();
+  for (int64_t c = 0; c < C; ++c) z[c] += bias[c];
+  fusedops::cpu::apply_chain(d.pre, z, C, p.ex, 0, true);
+  for (int64_t g = 0; g < G; ++g) {
+    float* v = z + g * cpg;
+    Moments m;
+    for (int64_t o = 0; o < cpg; o += kChunk) m.merge_block(v + o, std::min(kChunk, cpg - o));
+    const float mean = static_cast<float>(m.mean);
+    const float rstd = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
+    const float* gm = p.gamma.data() + g * cpg;
+    const float* bt = p.beta.data() + g * cpg;
+    for (int64_t c = 0; c < cpg; ++c) v[c] = (v[c] - mean) * (rstd * gm[c]) + bt[c];
+  }
+  fusedops::cpu::apply_chain(d.post, z, C, p.ex, 0, true);
+  if (d.reduce == FUSEDOPS_REDUCE_NONE) {
+    fusedops::cpu::store_from_f32(z, C, y, d.x_dtype, row * C);
+  } else {
+    ReduceAcc acc;
+    fusedops::cpu::reduce_init(d.reduce, &acc, 1);
+    fusedops::cpu::reduce_span(d.reduce, acc, z, C);
+    const float r = fusedops::cpu::reduce_final(d.reduce, acc, C);
+    fusedops::cpu::store_from_f32(&r, 1, y, d.x_dtype, row);
+  }
+}
+
+// Z(rows x C) = X(rows x K) · op(W) with W (C, K) when trans_b, else (K, C); wf is float32.
+void gemm_block(const float* xf, int64_t rows, int64_t K, const float* wf, int64_t C, bool trans_b, int64_t c0,
+                int64_t nc, float* z, int64_t ldz) {
+  Eigen::Map<const RowMat> X(xf, rows, K);
+  Eigen::Map<RowMat, 0, Eigen::OuterStride<>> Z(z, rows, nc, Eigen::OuterStride<>(ldz));
+  if (trans_b) {
+    Eigen::Map<const RowMat> W(wf + c0 * K, nc, K);
+    Z.noalias() = X * W.transpose();
+  } else {
+    Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> W(wf + c0, K, nc, Eigen::OuterStride<>(C));
+    Z.noalias() = X * W;
+  }
+}
+
+void gemm_groupnorm(const fusedops_gemm_desc& gd, const void* x, const void* w, const ChannelParams& p, void* y) {
+  const fusedops_groupnorm_desc& d = gd.gn;
+  const int64_t M = d.N, C = d.C, K = gd.K;
+  const int T = fusedops::cpu::num_threads();
+  const bool f32 = d.x_dtype == FUSEDOPS_F32;
+  // 16-bit W / X: one conversion to float32, then the float32 GEMM (float32 accumulation either way).
+  std::vector<float> wconv;
+  const float* wf = static_cast<const float*>(w);
+  if (!f32) {
+    wconv.resize(C * K);
+    const int64_t blk = std::max<int64_t>(1, (C * K + 4 * T - 1) / (4 * T));
+    const int64_t n = (C * K + blk - 1) / blk;
+    fusedops::cpu::parallel_for(n, [&](int64_t t) {
+      const int64_t o = t * blk, len = std::min(blk, C * K - o);
+      fusedops::cpu::load_f32(w, d.x_dtype, o, len, wconv.data() + o);
+    });
+    wf = wconv.data();
+  }
+  const bool trans_b = gd.trans_b != 0;
+  if (M >= 2 * static_cast<int64_t>(T)) {
+    // Row blocks: as few as there are threads (each block repacks W), bounded so the Z block stays modest.
+    int64_t rb = (M + T - 1) / T;
+    rb = std::min(rb, std::max<int64_t>(8, (1LL << 22) / C));
+    const int64_t blocks = (M + rb - 1) / rb;
+    fusedops::cpu::parallel_for(blocks, [&](int64_t t) {
+      const int64_t r0 = t * rb, rows = std::min(rb, M - r0);
+      thread_local std::vector<float> zbuf, xbuf;
+      if (static_cast<int64_t>(zbuf.size()) < rows * C) zbuf.resize(rows * C);
+      const float* xf = static_cast<const float*>(x) + (f32 ? r0 * K : 0);
+      if (!f32) {
+        if (static_cast<int64_t>(xbuf.size()) < rows * K) xbuf.resize(rows * K);
+        fusedops::cpu::load_f32(x, d.x_dtype, r0 * K, rows * K, xbuf.data());
+        xf = xbuf.data();
+      }
+      gemm_block(xf, rows, K, wf, C, trans_b, 0, C, zbuf.data(), C);
+      for (int64_t r = 0; r < rows; ++r) gemm_row_epilogue(d, p, zbuf.data() + r * C, r0 + r, y);
+    });
+  } else {
+    // Few rows (e.g. batch 1): split the GEMM by columns, then the epilogue by rows.
+    std::vector<float> z(M * C), xconv;
+    const float* xf = static_cast<const float*>(x);
+    if (!f32) {
+      xconv.resize(M * K);
+      fusedops::cpu::load_f32(x, d.x_dtype, 0, M * K, xconv.data());
+      xf = xconv.data();
+    }
+    int64_t cb = (C + T - 1) / T;
+    cb = (cb + 15) / 16 * 16;
+    const int64_t blocks = (C + cb - 1) / cb;
+    fusedops::cpu::parallel_for(blocks, [&](int64_t t) {
+      const int64_t c0 = t * cb, nc = std::min(cb, C - c0);
+      gemm_block(xf, M, K, wf, C, trans_b, c0, nc, z.data() + c0, C);
+    });
+    fusedops::cpu::parallel_for(M, [&](int64_t r) { gemm_row_epilogue(d, p, z.data() + r * C, r, y); });
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+FUSEDOPS_API int fusedops_groupnorm_act_cpu(const fusedops_groupnorm_desc* d, const void* x, const void* gamma,
+                                            const void* beta, const void* const* extras, int32_t num_extras,
+                                            void* y, char* err, size_t err_len) {
+  int rc = fusedops_groupnorm_act_check(d, err, err_len);
+  if (rc) return rc;
+  int32_t used = 0;
+  rc = check_run_args(*d, x, gamma, beta, extras, num_extras, y, &used, err, err_len);
+  if (rc) return rc;
+  try {
+    ChannelParams p;
+    p.load(*d, gamma, beta, nullptr, extras, used);
+    if (d->reduce == FUSEDOPS_REDUCE_NONE)
+      groupnorm_no_reduce(*d, x, p, y);
+    else
+      groupnorm_reduce(*d, x, p, y);
+  } catch (const std::bad_alloc&) {
+    set_err(err, err_len, "out of host memory");
+    return FUSEDOPS_ERR_INVALID_ARGUMENT;
+  } catch (const std::exception& e) {
+    set_err(err, err_len, "CPU kernel failed: %s", e.what());
+    return FUSEDOPS_ERR_INVALID_ARGUMENT;
+  }
+  return FUSEDOPS_OK;
+}
+
+FUSEDOPS_API int fusedops_gemm_groupnorm_act_cpu(const fusedops_gemm_desc* d, const void* x, const void* w,
+                                                 const void* bias, const void* gamma, const void* beta,
+                                                 const void* const* extras, int32_t num_extras, void* y,
+                                                 char* err, size_t err_len) {
+  int rc = fusedops_gemm_groupnorm_act_check(d, err, err_len);
+  if (rc) return rc;
+  int32_t used = 0;
+  rc = check_run_args(d->gn, x, gamma, beta, extras, num_extras, y, &used, err, err_len);
+  if (rc) return rc;
+  if (!w || !bias) {
+    set_err(err, err_len, "null pointer among W, bias");
+    return FUSEDOPS_ERR_INVALID_ARGUMENT;
+  }
+  try {
+    ChannelParams p;
+    p.load(d->gn, gamma, beta, bias, extras, used);
+    gemm_groupnorm(*d, x, w, p, y);
+  } catch (const std::bad_alloc&) {
+    set_err(err, err_len, "out of host memory");
+    return FUSEDOPS_ERR_INVALID_ARGUMENT;
+  } catch (const std::exception& e) {
+    set_err(err, err_len, "CPU kernel failed: %s", e.what());
+    return FUSEDOPS_ERR_INVALID_ARGUMENT;
+  }
+  return FUSEDOPS_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,285 @@
+// Elementwise chain application, channel reductions and the CPU thread pool.
+//
+// Why a private std::thread pool (and not OpenMP): the library is loaded into processes that already run their
+// own OpenMP / thread pools (PyTorch's libgomp, ONNX Runtime's Eigen pool); bringing another OpenMP runtime into
+// them invites oversubscription and runtime clashes, and needs no build flags. The pool is small, persistent
+// (created on first use, joined at unload), and the caller works too.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/cpu_util.h"
+
+namespace fusedops {
+namespace cpu {
+
+namespace {
+constexpr float kSqrtHalf = 0.70710678118654752440f;
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+}  // namespace
+
+void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* const* extras, int64_t c0,
+                 bool per_element_channel) {
+  for (int32_t si = 0; si < chain.num_steps; ++si) {
+    const fusedops_step& s = chain.steps[si];
+    const float a = s.a, b = s.b;
+    if (s.op >= FUSEDOPS_STEP_ADD && s.op <= FUSEDOPS_STEP_RDIV) {
+      const float* e = s.operand >= 0 ? extras[s.operand] + c0 : nullptr;
+      const bool vec = e && per_element_channel;
+      const float sc = e ? e[0] : a;
+#define FUSEDOPS_BINARY(EXPR)                              \
+  if (vec) {                                               \
+    for (int64_t i = 0; i < n; ++i) {                      \
+      const float x = v[i], o = e[i];                      \
+      v[i] = (EXPR);                                       \
+    }                                                      \
+  } else {                                                 \
+    for (int64_t i = 0; i < n; ++i) {                      \
+      const float x = v[i], o = sc;                        \
+      v[i] = (EXPR);                                       \
+    }                                                      \
+  }
+      switch (s.op) {
+        case FUSEDOPS_STEP_ADD: FUSEDOPS_BINARY(x + o) break;
+        case FUSEDOPS_STEP_SUB: FUSEDOPS_BINARY(x - o) break;
+        case FUSEDOPS_STEP_MUL: FUSEDOPS_BINARY(x * o) break;
+        case FUSEDOPS_STEP_DIV: FUSEDOPS_BINARY(x / o) break;
+        case FUSEDOPS_STEP_RSUB: FUSEDOPS_BINARY(o - x) break;
+        case FUSEDOPS_STEP_RDIV: FUSEDOPS_BINARY(o / x) break;
+        default: break;
+      }
+#undef FUSEDOPS_BINARY
+      continue;
+    }
+    switch (s.op) {
+      case FUSEDOPS_STEP_RELU:
+        for (int64_t i = 0; i < n; ++i) v[i] = v[i] < 0.f ? 0.f : v[i];  // NaN propagates
+        break;
+      case FUSEDOPS_STEP_LEAKY_RELU:
+        for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0.f ? v[i] : v[i] * a;
+        break;
+      case FUSEDOPS_STEP_SIGMOID:
+        for (int64_t i = 0; i < n; ++i) v[i] = 1.f / (1.f + std::exp(-v[i]));
+        break;
+      case FUSEDOPS_STEP_SILU:
+        for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (1.f + std::exp(-v[i]));
+        break;
+      case FUSEDOPS_STEP_TANH:
+        for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
+        break;
+      case FUSEDOPS_STEP_HARDTANH:
+        for (int64_t i = 0; i < n; ++i) v[i] = v[i] < a ? a : (v[i] > b ? b : v[i]);  // NaN propagates
+        break;
+      case FUSEDOPS_STEP_HARDSIGMOID:
+        for (int64_t i = 0; i < n; ++i) {
+          const float t = a * v[i] + b;
+          v[i] = t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
+        }
+        break;
+      case FUSEDOPS_STEP_HARDSWISH:
+        for (int64_t i = 0; i < n; ++i) {
+          const float t = v[i] + 3.f;
+          v[i] = v[i] * (t < 0.f ? 0.f : (t > 6.f ? 6.f : t)) / 6.f;  // PyTorch's formulation
+        }
+        break;
+      case FUSEDOPS_STEP_MISH:
+        for (int64_t i = 0; i < n; ++i) v[i] = v[i] * std::tanh(softplus(v[i], 1.f, 20.f));
+        break;
+      case FUSEDOPS_STEP_SOFTPLUS:
+        for (int64_t i = 0; i < n; ++i) v[i] = softplus(v[i], a, b);
+        break;
+      case FUSEDOPS_STEP_GELU:
+        for (int64_t i = 0; i < n; ++i) v[i] = 0.5f * v[i] * (1.f + std::erf(v[i] * kSqrtHalf));
+        break;
+      case FUSEDOPS_STEP_GELU_TANH:
+        for (int64_t i = 0; i < n; ++i) {
+          const float x = v[i];
+          v[i] = 0.5f * x * (1.f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+        }
+        break;
+      default: break;  // unreachable: descriptors are checked before any run
+    }
+  }
+}
+
+void reduce_init(int32_t reduce, ReduceAcc* acc, int64_t n) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    switch (reduce) {
+      case FUSEDOPS_REDUCE_MIN: acc[i] = {inf, 0.0}; break;
+      case FUSEDOPS_REDUCE_MAX: acc[i] = {-inf, 0.0}; break;
+      case FUSEDOPS_REDUCE_LOGSUMEXP: acc[i] = {-inf, 0.0}; break;
+      default: acc[i] = {0.0, 0.0}; break;
+    }
+  }
+}
+
+void reduce_update(int32_t reduce, ReduceAcc* acc, const float* v, int64_t n) {
+  switch (reduce) {
+    case FUSEDOPS_REDUCE_MIN:  // NaN is sticky, like torch.amin
+      for (int64_t i = 0; i < n; ++i)
+        if (v[i] < acc[i].a || std::isnan(v[i])) acc[i].a = std::isnan(acc[i].a) ? acc[i].a : v[i];
+      break;
+    case FUSEDOPS_REDUCE_MAX:
+      for (int64_t i = 0; i < n; ++i)
+        if (v[i] > acc[i].a || std::isnan(v[i])) acc[i].a = std::isnan(acc[i].a) ? acc[i].a : v[i];
+      break;
+    case FUSEDOPS_REDUCE_SUM:
+    case FUSEDOPS_REDUCE_MEAN:
+      for (int64_t i = 0; i < n; ++i) acc[i].a += v[i];
+      break;
+    case FUSEDOPS_REDUCE_LOGSUMEXP:  // online: a = running max, b = sum exp(v - a)
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = v[i];
+        if (std::isnan(x)) {
+          acc[i].b = x;
+        } else if (x > acc[i].a) {
+          acc[i].b = (std::isinf(acc[i].a) ? 0.0 : acc[i].b * std::exp(acc[i].a - x)) + 1.0;
+          acc[i].a = x;
+        } else if (std::isfinite(x)) {  // x <= a; a -inf or a second +inf adds nothing
+          acc[i].b += std::exp(x - acc[i].a);
+        }
+      }
+      break;
+    default: break;
+  }
+}
+
+void reduce_span(int32_t reduce, ReduceAcc& acc, const float* v, int64_t n) {
+  if (reduce == FUSEDOPS_REDUCE_SUM || reduce == FUSEDOPS_REDUCE_MEAN) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += v[i];
+    acc.a += s;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) reduce_update(reduce, &acc, v + i, 1);
+}
+
+float reduce_final(int32_t reduce, const ReduceAcc& acc, int64_t count) {
+  switch (reduce) {
+    case FUSEDOPS_REDUCE_MEAN: return static_cast<float>(acc.a / static_cast<double>(count));
+    case FUSEDOPS_REDUCE_LOGSUMEXP:
+      if (std::isnan(acc.b)) return static_cast<float>(acc.b);
+      if (std::isinf(acc.a)) return static_cast<float>(acc.a);  // all -inf -> -inf; any +inf -> +inf
+      return static_cast<float>(acc.a + std::log(acc.b));
+    default: return static_cast<float>(acc.a);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Thread pool
+// ---------------------------------------------------------------------------------------------------------------------
+
+int num_threads() {
+  static const int n = [] {
+    if (const char* e = std::getenv("FUSEDOPS_NUM_THREADS")) {
+      const int v = std::atoi(e);
+      if (v >= 1) return std::min(v, 256);
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw ? static_cast<int>(std::min(hw, 256u)) : 1;
+  }();
+  return n;
+}
+
+namespace {
+
+class Pool {
+ public:
+  explicit Pool(int workers) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // Returns false (and runs nothing) when another job holds the pool.
+  bool try_run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+    std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
+    if (!job.owns_lock()) return false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      fn_ = &fn;
+      n_tasks_ = n_tasks;
+      next_.store(0);
+      error_ = nullptr;
+      active_ = static_cast<int>(threads_.size());
+      ++generation_;
+    }
+    cv_.notify_all();
+    drain();
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [this] { return active_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  void drain() {
+    for (int64_t t; (t = next_.fetch_add(1)) < n_tasks_;) {
+      try {
+        (*fn_)(t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!error_) error_ = std::current_exception();
+        next_.store(n_tasks_);  // stop handing out tasks
+      }
+    }
+  }
+  void worker() {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      drain();
+      std::lock_guard<std::mutex> lk(mu_);
+      if (--active_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex job_mu_;  // one job at a time
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int64_t)>* fn_ = nullptr;
+  int64_t n_tasks_ = 0;
+  std::atomic<int64_t> next_{0};
+  std::exception_ptr error_;
+  int active_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+Pool* pool() {
+  // Function-local static: created on first use, joined when the library is unloaded or the process exits.
+  static Pool p(num_threads() - 1);
+  return &p;
+}
+
+}  // namespace
+
+void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn) {
+  if (n_tasks <= 0) return;
+  if (n_tasks > 1 && num_threads() > 1 && pool()->try_run(n_tasks, fn)) return;
+  for (int64_t t = 0; t < n_tasks; ++t) fn(t);
+}
+
+}  // namespace cpu
+}  // namespace fusedops

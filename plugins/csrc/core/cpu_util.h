@@ -1,0 +1,150 @@
+// Internal helpers of the CPU kernels: 16-bit conversions, the elementwise step table, span statistics, and a
+// small persistent thread pool. Not part of the ABI.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+#include "fusedops/fusedops.h"
+
+namespace fusedops {
+namespace cpu {
+
+// ---- 16-bit <-> float32 (bit exact, round to nearest even, NaN/inf preserved) ----
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      u = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
+    }
+  } else if (exp == 0x1f) {
+    u = sign | 0x7f800000u | man << 13 | (man ? 0x400000u : 0u);
+  } else {
+    u = sign | (exp + 112u) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  uint32_t au = u & 0x7fffffffu;
+  if (au > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (au >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520 -> inf
+  if (au < 0x38800000u) {                        // subnormal or zero in half
+    if (au < 0x33000000u) return sign;           // < 2^-25 rounds to 0
+    uint32_t e = au >> 23;
+    uint32_t man = (au & 0x7fffffu) | 0x800000u;
+    uint32_t drop = 126 - e;  // value = man * 2^(e-150) and the half subnormal unit is 2^-24
+    uint32_t kept = man >> drop;
+    uint32_t rem = man & ((1u << drop) - 1u);
+    uint32_t half = 1u << (drop - 1);
+    if (rem > half || (rem == half && (kept & 1u))) ++kept;
+    return sign | static_cast<uint16_t>(kept);
+  }
+  uint32_t r = au + 0xfffu + ((au >> 13) & 1u);  // round mantissa to 10 bits, nearest even
+  return sign | static_cast<uint16_t>(((r >> 13) - (112u << 10)) & 0x7fffu);
+}
+
+// Load n elements of dtype dt starting at element offset `off` into float32 dst.
+inline void load_f32(const void* src, int32_t dt, int64_t off, int64_t n, float* dst) {
+  if (dt == FUSEDOPS_F32) {
+    std::memcpy(dst, static_cast<const float*>(src) + off, static_cast<size_t>(n) * 4);
+  } else if (dt == FUSEDOPS_F16) {
+    const uint16_t* s = static_cast<const uint16_t*>(src) + off;
+    for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+  } else {
+    const uint16_t* s = static_cast<const uint16_t*>(src) + off;
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+  }
+}
+inline void store_from_f32(const float* v, int64_t n, void* dst, int32_t dt, int64_t off) {
+  if (dt == FUSEDOPS_F32) {
+    std::memcpy(static_cast<float*>(dst) + off, v, static_cast<size_t>(n) * 4);
+  } else if (dt == FUSEDOPS_F16) {
+    uint16_t* d = static_cast<uint16_t*>(dst) + off;
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(v[i]);
+  } else {
+    uint16_t* d = static_cast<uint16_t*>(dst) + off;
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(v[i]);
+  }
+}
+
+// ---- elementwise steps (float32 math; semantics of fusedops.catalog) ----
+inline float softplus(float x, float beta, float threshold) {
+  float bx = beta * x;
+  return bx > threshold ? x : std::log1p(std::exp(bx)) / beta;
+}
+
+// Apply `chain` to v[0..n). Element i has channel c0 + i (per_element_channel) or c0 (one channel for the span);
+// extras[k] are float32 arrays of C elements. Step-outer loops keep each pass simple enough to vectorise.
+void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* const* extras, int64_t c0,
+                 bool per_element_channel);
+
+// ---- statistics: exact mean / M2 of a short block, Chan merge of blocks (double accumulation across blocks) ----
+struct Moments {
+  double count = 0, mean = 0, m2 = 0;
+  void merge_block(const float* v, int64_t n) {
+    if (n <= 0) return;
+    float s = 0.f;
+    for (int64_t i = 0; i < n; ++i) s += v[i];
+    const float bm = s / static_cast<float>(n);
+    float q = 0.f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = v[i] - bm;
+      q += d * d;
+    }
+    const double nb = static_cast<double>(n), tot = count + nb, delta = static_cast<double>(bm) - mean;
+    mean += delta * nb / tot;
+    m2 += static_cast<double>(q) + delta * delta * count * nb / tot;
+    count = tot;
+  }
+  double variance() const { return count > 0 ? m2 / count : 0.0; }  // biased, as GroupNorm
+};
+
+// ---- channel reductions ----
+struct ReduceAcc {  // double: sums over thousands of channels stay accurate to float32 rounding
+  double a = 0, b = 0;  // min/max/sum/mean: a; logsumexp: a = running max, b = sum of exp(v - a)
+};
+void reduce_init(int32_t reduce, ReduceAcc* acc, int64_t n);
+void reduce_update(int32_t reduce, ReduceAcc* acc, const float* v, int64_t n);  // acc[i] <- v[i]
+float reduce_final(int32_t reduce, const ReduceAcc& acc, int64_t count);
+void reduce_span(int32_t reduce, ReduceAcc& acc, const float* v, int64_t n);  // acc <- every v[i]
+
+// ---- thread pool ----
+// Number of worker threads the CPU kernels use: FUSEDOPS_NUM_THREADS if set (>= 1), else the hardware's.
+int num_threads();
+// Run fn(task) for task in [0, n_tasks) on the pool (the caller takes part). If the pool is busy (another caller,
+// or a nested call from a task) the tasks run on the calling thread, so it never deadlocks. The first exception a
+// task throws is re-thrown in the caller after all tasks finished.
+void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn);
+
+}  // namespace cpu
+}  // namespace fusedops
