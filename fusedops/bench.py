@@ -421,7 +421,31 @@ def _json_default(v):
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
-if __name__ == "__main__":  # python -m fusedops.bench [models...]
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fusedops.bench`` with the run_bench knobs as flags (the ``fusedops bench`` CLI has fewer)."""
+    import argparse
     import sys
 
-    run_bench(models=sys.argv[1:] or None)
+    ap = argparse.ArgumentParser(prog="python -m fusedops.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="*", default=None)
+    ap.add_argument("--size", choices=["small", "bench"], default="bench")
+    ap.add_argument("--precisions", nargs="*", default=list(PRECISIONS), choices=list(PRECISIONS))
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--input-sets", type=int, default=3)
+    ap.add_argument("--out-dir", default="artifacts/bench")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    ap.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune")
+    a = ap.parse_args(argv)
+    try:
+        report = run_bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
+                           precisions=a.precisions, input_sets=a.input_sets, use_compile=not a.no_compile,
+                           compile_mode=a.compile_mode)
+    except FusedopsError as e:
+        print(f"fusedops bench: {e}", file=sys.stderr)
+        return 2
+    return 1 if report.errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

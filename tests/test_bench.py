@@ -1,0 +1,65 @@
+"""fusedops bench on a machine without CUDA: the clear error, and the report logic (ratios, targets, outputs)."""
+
+import importlib
+import json
+
+import pytest
+import torch
+
+from fusedops.errors import FusedopsError
+
+bench = importlib.import_module("fusedops.bench")  # `fusedops.bench` the attribute is the API function
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error; this machine has CUDA")
+def test_without_cuda_the_error_says_so():
+    with pytest.raises(FusedopsError, match="needs a CUDA GPU"):
+        bench.run_bench(models=["1"])
+
+
+def _r(model, variant, p, ms, peak=10.0, out=8.0):
+    return bench.Row(model, variant, p, ms, ms, ms, peak, out)
+
+
+def test_ratios_and_targets():
+    rows = [_r("gemm_m", "eager", "tf32", 0.75), _r("gemm_m", "floor", "tf32", 0.35),
+            _r("gemm_m", "compile", "tf32", 0.43), _r("gemm_m", "fused", "tf32", 0.36, peak=8.5),
+            _r("gemm_m", "fused", "fp32", 3.0, peak=17.0),  # no fp32 floor row: no ratio, no target
+            _r("convtranspose2d_x", "floor", "tf32", 6.6), _r("convtranspose2d_x", "fused", "tf32", 8.0, 20, 8),
+            _r("convtranspose2d_x", "gn_step_eager", "tf32", 3.5), _r("convtranspose2d_x", "gn_step_fused", "tf32", 1.6)]
+    bench._fill_ratios(rows)
+    fused = rows[3]
+    assert (fused.vs_floor, fused.vs_eager, fused.vs_compile) == (round(0.36 / 0.35, 3), 0.48, round(0.36 / 0.43, 3))
+    assert rows[4].vs_floor is None
+    assert rows[8].vs_eager == round(1.6 / 3.5, 3) and rows[8].vs_floor is None
+    t = {(g.model, g.what): g for g in bench._targets(rows)}
+    assert t[("gemm_m", "fused / GEMM alone (tf32)")].met
+    assert t[("gemm_m", "fused peak extra memory (tf32)")].met
+    assert not t[("gemm_m", "fused peak extra memory (fp32)")].met  # 17 MiB extra for an 8 MiB output
+    assert t[("convtranspose2d_x", "GELU+GroupNorm step (tf32)")].met
+    conv_extra = t[("convtranspose2d_x", "whole model - conv alone (tf32)")]
+    assert conv_extra.value == pytest.approx(1.4) and conv_extra.met
+
+
+def test_table_json_and_png(tmp_path, capsys):
+    rep = bench.BenchReport("2026-11-22", "none", torch.__version__, None, "bench", 20, 3, 3,
+                            rows=[_r("m", "eager", "fp32", 1.0), _r("m", "fused", "fp32", 0.5)])
+    bench._fill_ratios(rep.rows)
+    bench.print_table(rep)
+    assert "fused" in capsys.readouterr().out
+    pytest.importorskip("matplotlib", reason="matplotlib (the 'bench' extra) draws the chart")
+    png = bench.plot(rep, tmp_path / "b.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    json.dumps(bench.asdict(rep))
+
+
+def test_precision_mode_restores_settings():
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    with bench.precision_mode("fp32"):
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+    with bench.precision_mode("tf32"):
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+    with pytest.raises(FusedopsError, match="unknown precision 'fp8'"):
+        with bench.precision_mode("fp8"):
+            pass

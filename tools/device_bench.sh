@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run the fusedops GPU tests and benchmark on a CUDA machine and collect the results.
+#
+#   OUT=<dir> tools/device_bench.sh [--tests] [--no-bench] [-- <python -m fusedops.bench flags>]
+#
+# Installs the package editable (no dependencies, no network), builds the native C ABI library with CUDA into
+# build/native (only the `fusedops` target, sm_90 unless FUSEDOPS_CUDA_ARCHS says otherwise), optionally runs
+# tests/gpu, then the benchmark; copies bench.json, bench.png and the logs into $OUT (default artifacts/device).
+# Needs Eigen headers in third_party/eigen3 (scripts/get_native_deps.sh) or EIGEN_INCLUDE_DIR.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+out=${OUT:-$root/artifacts/device}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+
+run_tests=0
+run_bench=1
+bench_args=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --tests) run_tests=1 ;;
+    --no-bench) run_bench=0 ;;
+    --) shift; bench_args=("$@"); break ;;
+    *) echo "unknown flag $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+$py -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || {
+  tail -20 "$out/install.log"; exit 1; }
+
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+t0=$SECONDS
+if ! { cmake -S plugins -B build/native "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DFUSEDOPS_CUDA=ON \
+         -DFUSEDOPS_CUDA_ARCHS="${FUSEDOPS_CUDA_ARCHS:-90}" ${EIGEN_INCLUDE_DIR:+-DEIGEN_INCLUDE_DIR=$EIGEN_INCLUDE_DIR} &&
+       cmake --build build/native --target fusedops -j"$(nproc)"; } >"$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"
+  exit 1
+fi
+echo "native build: $((SECONDS - t0)) s"
+
+rc=0
+if [[ $run_tests == 1 ]]; then
+  $py -m pytest tests/gpu -q -rs -p no:cacheprovider -s 2>&1 | tee "$out/gpu_tests.log" | grep -E "max err|passed|failed|error|FAILED|Error" | tail -60
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+if [[ $run_bench == 1 ]]; then
+  $py -m fusedops.bench --out-dir "$out" "${bench_args[@]}" 2>&1 | tee "$out/bench.log" | grep -v "^\[bench\]"
+  [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+fi
+exit $rc
