@@ -1,0 +1,138 @@
+// The fusedops IPluginV3 plugins: GroupNormAct and GemmGroupNormAct (names = ONNX op types, namespace "fusedops",
+// version "1"). Both are thin adapters over the C ABI (fusedops/fusedops.h): shape inference and format negotiation
+// here, validation and all arithmetic in the kernel library. See README.md beside this file for fields and formats.
+#ifndef FUSEDOPS_TRT_FUSED_OP_PLUGIN_H_
+#define FUSEDOPS_TRT_FUSED_OP_PLUGIN_H_
+
+#include <string>
+#include <vector>
+
+#include "fusedops_trt_common.h"
+
+namespace fusedops::trt {
+
+// One descriptor type for both ops: GroupNormAct uses `gn` only.
+using RunDesc = fusedops_gemm_desc;
+
+class FusedOpPlugin : public nvinfer1::IPluginV3,
+                      public nvinfer1::IPluginV3OneCore,
+                      public nvinfer1::IPluginV3OneBuild,
+                      public nvinfer1::IPluginV3OneRuntime {
+ public:
+  explicit FusedOpPlugin(OpConfig cfg) : mCfg(std::move(cfg)) {}
+  ~FusedOpPlugin() override = default;
+  FusedOpPlugin(FusedOpPlugin const&) = delete;
+  FusedOpPlugin& operator=(FusedOpPlugin const&) = delete;
+
+  OpConfig const& config() const noexcept { return mCfg; }
+
+  // IPluginV3
+  nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
+
+  // IPluginV3OneCore
+  nvinfer1::AsciiChar const* getPluginName() const noexcept override { return opName(mCfg.kind); }
+  nvinfer1::AsciiChar const* getPluginVersion() const noexcept override { return kPluginVersion; }
+  nvinfer1::AsciiChar const* getPluginNamespace() const noexcept override { return kPluginNamespace; }
+
+  // IPluginV3OneBuild
+  int32_t getNbOutputs() const noexcept override { return 1; }
+  int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+                             int32_t nbInputs) const noexcept override;
+  int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+                          int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+                          nvinfer1::IExprBuilder& exprBuilder) noexcept override;
+  bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
+                                 int32_t nbOutputs) noexcept override;
+  int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+                          nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
+  size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+                          nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+
+  // IPluginV3OneRuntime
+  int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+                        int32_t nbOutputs) noexcept override;
+  int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+                  void const* const* inputs, void* const* outputs, void* workspace,
+                  cudaStream_t stream) noexcept override;
+  nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
+  nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
+
+ protected:
+  // Number of leading inputs that carry X's data type (GroupNormAct: X; GemmGroupNormAct: X, W). The rest are
+  // parameters (float32 or X's type, all one type).
+  virtual int32_t numDataTypedInputs() const noexcept = 0;
+  virtual std::string inputName(int32_t index) const = 0;
+  // Output shape expressions; constant dimensions are checked here, so a wrong model fails while building.
+  virtual bool inferOutputShape(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
+                                nvinfer1::IExprBuilder& builder, std::string& err) const = 0;
+  // Concrete dims → C ABI descriptor (shape relations only; fusedops_*_check does the rest).
+  virtual bool describe(nvinfer1::Dims const* dims, RunDesc& desc, std::string& err) const = 0;
+  virtual int32_t check(RunDesc const& desc, char* err, size_t errLen) const noexcept = 0;
+  virtual size_t workspaceSize(RunDesc const& desc) const noexcept = 0;
+  virtual int32_t launch(RunDesc const& desc, void const* const* inputs, void* output, void* workspace,
+                         size_t workspaceBytes, cudaStream_t stream, char* err, size_t errLen) const noexcept = 0;
+
+  bool checkCounts(int32_t nbInputs, int32_t nbOutputs, std::string& err) const;
+  // dims of every input + dtypes → a checked descriptor; false with a message if the shapes are unusable.
+  bool checkedDesc(nvinfer1::Dims const* dims, nvinfer1::DataType xType, nvinfer1::DataType paramType,
+                   RunDesc& desc, std::string& err) const;
+  void fail(std::string const& where, std::string const& err) const noexcept;
+
+  OpConfig mCfg;
+  SerializedFields mSerialized;
+};
+
+class GroupNormActPlugin final : public FusedOpPlugin {
+ public:
+  using FusedOpPlugin::FusedOpPlugin;
+  nvinfer1::IPluginV3* clone() noexcept override;
+
+ protected:
+  int32_t numDataTypedInputs() const noexcept override { return 1; }
+  std::string inputName(int32_t index) const override;
+  bool inferOutputShape(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
+                        nvinfer1::IExprBuilder& builder, std::string& err) const override;
+  bool describe(nvinfer1::Dims const* dims, RunDesc& desc, std::string& err) const override;
+  int32_t check(RunDesc const& desc, char* err, size_t errLen) const noexcept override;
+  size_t workspaceSize(RunDesc const& desc) const noexcept override;
+  int32_t launch(RunDesc const& desc, void const* const* inputs, void* output, void* workspace, size_t workspaceBytes,
+                 cudaStream_t stream, char* err, size_t errLen) const noexcept override;
+};
+
+class GemmGroupNormActPlugin final : public FusedOpPlugin {
+ public:
+  using FusedOpPlugin::FusedOpPlugin;
+  nvinfer1::IPluginV3* clone() noexcept override;
+
+ protected:
+  int32_t numDataTypedInputs() const noexcept override { return 2; }
+  std::string inputName(int32_t index) const override;
+  bool inferOutputShape(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
+                        nvinfer1::IExprBuilder& builder, std::string& err) const override;
+  bool describe(nvinfer1::Dims const* dims, RunDesc& desc, std::string& err) const override;
+  int32_t check(RunDesc const& desc, char* err, size_t errLen) const noexcept override;
+  size_t workspaceSize(RunDesc const& desc) const noexcept override;
+  int32_t launch(RunDesc const& desc, void const* const* inputs, void* output, void* workspace, size_t workspaceBytes,
+                 cudaStream_t stream, char* err, size_t errLen) const noexcept override;
+};
+
+// IPluginCreatorV3One for one op; creates the plugin in both phases from the same field set.
+class FusedOpCreator final : public nvinfer1::IPluginCreatorV3One {
+ public:
+  explicit FusedOpCreator(OpKind kind);
+  nvinfer1::IPluginV3* createPlugin(nvinfer1::AsciiChar const* name, nvinfer1::PluginFieldCollection const* fc,
+                                    nvinfer1::TensorRTPhase phase) noexcept override;
+  nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override { return &mFieldNames; }
+  nvinfer1::AsciiChar const* getPluginName() const noexcept override { return opName(mKind); }
+  nvinfer1::AsciiChar const* getPluginVersion() const noexcept override { return kPluginVersion; }
+  nvinfer1::AsciiChar const* getPluginNamespace() const noexcept override { return kPluginNamespace; }
+
+ private:
+  OpKind mKind;
+  std::vector<nvinfer1::PluginField> mFields;
+  nvinfer1::PluginFieldCollection mFieldNames{};
+};
+
+}  // namespace fusedops::trt
+
+#endif  // FUSEDOPS_TRT_FUSED_OP_PLUGIN_H_

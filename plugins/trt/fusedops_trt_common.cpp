@@ -1,0 +1,307 @@
+#include "fusedops_trt_common.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace fusedops::trt {
+
+using nvinfer1::DataType;
+using nvinfer1::Dims;
+using nvinfer1::ILogger;
+using nvinfer1::PluginField;
+using nvinfer1::PluginFieldCollection;
+using nvinfer1::PluginFieldType;
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Logging
+// ---------------------------------------------------------------------------------------------------------------------
+namespace {
+std::mutex gLoggerMutex;
+nvinfer1::ILoggerFinder* gLoggerFinder = nullptr;
+}  // namespace
+
+void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept {
+  std::lock_guard<std::mutex> lock(gLoggerMutex);
+  // TensorRT may call this once per registry that loads the library; the first finder stays (as TensorRT's own).
+  if (gLoggerFinder == nullptr && finder != nullptr) gLoggerFinder = finder;
+}
+
+void logMessage(ILogger::Severity severity, std::string const& message) noexcept {
+  try {
+    ILogger* logger = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(gLoggerMutex);
+      // findLogger must be called on the thread of the plugin call; we are on it.
+      if (gLoggerFinder != nullptr) logger = gLoggerFinder->findLogger();
+    }
+    std::string const text = "[fusedops] " + message;
+    if (logger != nullptr) {
+      logger->log(severity, text.c_str());
+    } else if (severity <= ILogger::Severity::kWARNING) {
+      std::fprintf(stderr, "%s\n", text.c_str());  // no TensorRT logger yet: errors must not vanish
+    }
+  } catch (...) {
+  }
+}
+
+char const* opName(OpKind kind) noexcept {
+  return kind == OpKind::kGroupNormAct ? "GroupNormAct" : "GemmGroupNormAct";
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Fields
+// ---------------------------------------------------------------------------------------------------------------------
+namespace {
+
+constexpr int32_t kMaxStringField = 4096;  // a chain of FUSEDOPS_MAX_STEPS steps is far shorter; guards corrupt lengths
+
+char const* fieldTypeName(PluginFieldType t) {
+  switch (t) {
+    case PluginFieldType::kFLOAT16: return "FLOAT16";
+    case PluginFieldType::kFLOAT32: return "FLOAT32";
+    case PluginFieldType::kFLOAT64: return "FLOAT64";
+    case PluginFieldType::kINT8: return "INT8";
+    case PluginFieldType::kINT16: return "INT16";
+    case PluginFieldType::kINT32: return "INT32";
+    case PluginFieldType::kINT64: return "INT64";
+    case PluginFieldType::kCHAR: return "CHAR";
+    case PluginFieldType::kDIMS: return "DIMS";
+    case PluginFieldType::kBF16: return "BF16";
+    default: return "UNKNOWN";
+  }
+}
+
+bool readInt(PluginField const& f, int64_t& out, std::string& err) {
+  if (f.length != 1) {
+    err = std::string("field '") + f.name + "' must hold exactly 1 integer, got length " + std::to_string(f.length);
+    return false;
+  }
+  if (f.data == nullptr) {
+    err = std::string("field '") + f.name + "' has no data";
+    return false;
+  }
+  switch (f.type) {
+    case PluginFieldType::kINT32: { int32_t v; std::memcpy(&v, f.data, sizeof v); out = v; return true; }
+    case PluginFieldType::kINT64: { int64_t v; std::memcpy(&v, f.data, sizeof v); out = v; return true; }
+    case PluginFieldType::kINT16: { int16_t v; std::memcpy(&v, f.data, sizeof v); out = v; return true; }
+    case PluginFieldType::kINT8: { int8_t v; std::memcpy(&v, f.data, sizeof v); out = v; return true; }
+    default:
+      err = std::string("field '") + f.name + "' must be an integer (INT32), got type " + fieldTypeName(f.type);
+      return false;
+  }
+}
+
+bool readFloat(PluginField const& f, double& out, std::string& err) {
+  if (f.length != 1) {
+    err = std::string("field '") + f.name + "' must hold exactly 1 float, got length " + std::to_string(f.length);
+    return false;
+  }
+  if (f.data == nullptr) {
+    err = std::string("field '") + f.name + "' has no data";
+    return false;
+  }
+  switch (f.type) {
+    case PluginFieldType::kFLOAT32: { float v; std::memcpy(&v, f.data, sizeof v); out = v; return true; }
+    case PluginFieldType::kFLOAT64: { double v; std::memcpy(&v, f.data, sizeof v); out = v; return true; }
+    default:
+      err = std::string("field '") + f.name + "' must be a float (FLOAT32), got type " + fieldTypeName(f.type);
+      return false;
+  }
+}
+
+bool readString(PluginField const& f, std::string& out, std::string& err) {
+  if (f.type != PluginFieldType::kCHAR) {
+    err = std::string("field '") + f.name + "' must be a string (CHAR), got type " + fieldTypeName(f.type);
+    return false;
+  }
+  if (f.length < 0 || f.length > kMaxStringField) {
+    err = std::string("field '") + f.name + "' has an invalid string length " + std::to_string(f.length);
+    return false;
+  }
+  if (f.length > 0 && f.data == nullptr) {
+    err = std::string("field '") + f.name + "' has no data";
+    return false;
+  }
+  char const* p = static_cast<char const*>(f.data);
+  // The ONNX parser passes the bytes without a NUL; getFieldsToSerialize and some users include one.
+  size_t n = f.length > 0 ? ::strnlen(p, static_cast<size_t>(f.length)) : 0;
+  out.assign(p == nullptr ? "" : p, n);
+  return true;
+}
+
+}  // namespace
+
+bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, std::string& err) noexcept {
+  try {
+    err.clear();
+    OpConfig cfg;
+    cfg.kind = kind;
+    std::string const op = opName(kind);
+    bool const gemm = kind == OpKind::kGemmGroupNormAct;
+    if (fc == nullptr) {
+      err = op + ": no field collection";
+      return false;
+    }
+    if (fc->nbFields < 0 || (fc->nbFields > 0 && fc->fields == nullptr)) {
+      err = op + ": corrupt field collection (nbFields=" + std::to_string(fc->nbFields) + ")";
+      return false;
+    }
+    std::set<std::string> seen;
+    bool haveGroups = false;
+    for (int32_t i = 0; i < fc->nbFields; ++i) {
+      PluginField const& f = fc->fields[i];
+      if (f.name == nullptr) {
+        err = op + ": field " + std::to_string(i) + " has no name";
+        return false;
+      }
+      std::string const name = f.name;
+      if (!seen.insert(name).second) {
+        err = op + ": field '" + name + "' given twice";
+        return false;
+      }
+      int64_t iv = 0;
+      double fv = 0.0;
+      if (name == "num_groups") {
+        if (!readInt(f, iv, err)) break;
+        if (iv <= 0 || iv > INT32_MAX) {
+          err = "num_groups must be positive, got " + std::to_string(iv);
+          break;
+        }
+        cfg.numGroups = static_cast<int32_t>(iv);
+        haveGroups = true;
+      } else if (name == "epsilon") {
+        if (!readFloat(f, fv, err)) break;
+        if (!(fv >= 0.0) || !std::isfinite(fv)) {
+          err = "epsilon must be a finite non-negative number, got " + std::to_string(fv);
+          break;
+        }
+        cfg.epsilon = static_cast<float>(fv);
+      } else if (name == "pre" || name == "post" || name == "reduce") {
+        std::string s;
+        if (!readString(f, s, err)) break;
+        (name == "pre" ? cfg.preText : name == "post" ? cfg.postText : cfg.reduceText) = s;
+      } else if (gemm && (name == "trans_b" || name == "allow_tf32")) {
+        if (!readInt(f, iv, err)) break;
+        if (iv != 0 && iv != 1) {
+          err = name + " must be 0 or 1, got " + std::to_string(iv);
+          break;
+        }
+        (name == "trans_b" ? cfg.transB : cfg.allowTf32) = static_cast<int32_t>(iv);
+      } else if (name == "plugin_namespace" || name == "plugin_version") {
+        // Attributes the ONNX parser uses to pick the plugin; they carry no meaning for the plugin itself.
+      } else {
+        err = "unknown field '" + name + "'";
+        break;
+      }
+    }
+    if (!err.empty()) {
+      err = op + ": " + err;
+      return false;
+    }
+    if (!haveGroups) {
+      err = op + ": field 'num_groups' is required";
+      return false;
+    }
+    char msg[512] = {0};
+    if (fusedops_parse_chain(cfg.preText.c_str(), &cfg.pre, msg, sizeof msg) != FUSEDOPS_OK) {
+      err = op + ": field 'pre': " + msg;
+      return false;
+    }
+    if (fusedops_parse_chain(cfg.postText.c_str(), &cfg.post, msg, sizeof msg) != FUSEDOPS_OK) {
+      err = op + ": field 'post': " + msg;
+      return false;
+    }
+    if (fusedops_parse_reduce(cfg.reduceText.c_str(), &cfg.reduce, msg, sizeof msg) != FUSEDOPS_OK) {
+      err = op + ": field 'reduce': " + msg;
+      return false;
+    }
+    cfg.numExtras = fusedops_num_extras(&cfg.pre, &cfg.post);
+    if (cfg.numExtras < 0 || cfg.numExtras > FUSEDOPS_MAX_EXTRAS) {
+      err = op + ": chains reference " + std::to_string(cfg.numExtras) + " extra inputs (at most " +
+            std::to_string(FUSEDOPS_MAX_EXTRAS) + ")";
+      return false;
+    }
+    out = std::move(cfg);
+    return true;
+  } catch (std::exception const& e) {
+    err = std::string(opName(kind)) + ": " + e.what();
+    return false;
+  } catch (...) {
+    err = std::string(opName(kind)) + ": unexpected error while reading fields";
+    return false;
+  }
+}
+
+std::vector<PluginField> advertisedFields(OpKind kind) {
+  std::vector<PluginField> f{
+      PluginField("num_groups", nullptr, PluginFieldType::kINT32, 1),
+      PluginField("epsilon", nullptr, PluginFieldType::kFLOAT32, 1),
+      PluginField("pre", nullptr, PluginFieldType::kCHAR, 0),
+      PluginField("post", nullptr, PluginFieldType::kCHAR, 0),
+      PluginField("reduce", nullptr, PluginFieldType::kCHAR, 0),
+  };
+  if (kind == OpKind::kGemmGroupNormAct) {
+    f.emplace_back("trans_b", nullptr, PluginFieldType::kINT32, 1);
+    f.emplace_back("allow_tf32", nullptr, PluginFieldType::kINT32, 1);
+  }
+  f.emplace_back("plugin_namespace", nullptr, PluginFieldType::kCHAR, 0);
+  f.emplace_back("plugin_version", nullptr, PluginFieldType::kCHAR, 0);
+  return f;
+}
+
+PluginFieldCollection const* SerializedFields::build(OpConfig const& cfg) {
+  mCfg = cfg;  // stable storage for the data pointers below
+  mFields.clear();
+  mFields.emplace_back("num_groups", &mCfg.numGroups, PluginFieldType::kINT32, 1);
+  mFields.emplace_back("epsilon", &mCfg.epsilon, PluginFieldType::kFLOAT32, 1);
+  // Strings without their NUL, exactly as the ONNX parser passes attributes.
+  mFields.emplace_back("pre", mCfg.preText.c_str(), PluginFieldType::kCHAR, static_cast<int32_t>(mCfg.preText.size()));
+  mFields.emplace_back("post", mCfg.postText.c_str(), PluginFieldType::kCHAR,
+                       static_cast<int32_t>(mCfg.postText.size()));
+  mFields.emplace_back("reduce", mCfg.reduceText.c_str(), PluginFieldType::kCHAR,
+                       static_cast<int32_t>(mCfg.reduceText.size()));
+  if (mCfg.kind == OpKind::kGemmGroupNormAct) {
+    mFields.emplace_back("trans_b", &mCfg.transB, PluginFieldType::kINT32, 1);
+    mFields.emplace_back("allow_tf32", &mCfg.allowTf32, PluginFieldType::kINT32, 1);
+  }
+  mCollection.nbFields = static_cast<int32_t>(mFields.size());
+  mCollection.fields = mFields.data();
+  return &mCollection;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Types and shapes
+// ---------------------------------------------------------------------------------------------------------------------
+bool isSupportedFloat(DataType t) noexcept {
+  return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16;
+}
+
+int32_t toFusedopsDtype(DataType t) noexcept {
+  switch (t) {
+    case DataType::kFLOAT: return FUSEDOPS_F32;
+    case DataType::kHALF: return FUSEDOPS_F16;
+    case DataType::kBF16: return FUSEDOPS_BF16;
+    default: return -1;
+  }
+}
+
+int64_t volume(Dims const& d, int32_t begin, int32_t end) noexcept {
+  if (end < 0) end = d.nbDims;
+  int64_t v = 1;
+  for (int32_t i = begin; i < end; ++i) v *= d.d[i];
+  return v;
+}
+
+std::string dimsText(Dims const& d) {
+  std::ostringstream s;
+  s << "(";
+  for (int32_t i = 0; i < d.nbDims; ++i) s << (i ? ", " : "") << d.d[i];
+  s << ")";
+  return s.str();
+}
+
+}  // namespace fusedops::trt
