@@ -1,0 +1,235 @@
+// Device-side building blocks shared by every fusedops kernel: dtype loads/stores, the elementwise step table
+// (one switch for every chain step), Welford/Chan statistics, channel reductions and a fast integer divider.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "fusedops/fusedops.h"
+
+namespace fusedops {
+namespace cuda {
+
+// ---- dtype conversion -------------------------------------------------------------------------------------------
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Per-channel parameters (gamma, beta, bias, extras) have their own dtype, read as float. The branch is uniform.
+__device__ __forceinline__ float load_param(const void* p, int32_t dtype, int64_t i) {
+  switch (dtype) {
+    case FUSEDOPS_F16: return __half2float(__ldg(static_cast<const __half*>(p) + i));
+    case FUSEDOPS_BF16: return __bfloat162float(__ldg(static_cast<const __nv_bfloat16*>(p) + i));
+    default: return __ldg(static_cast<const float*>(p) + i);
+  }
+}
+
+// VEC elements of T in one 16-byte (or smaller) transaction.
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Vec { T v[VEC]; };
+
+template <typename T, int VEC>
+__device__ __forceinline__ void load_vec(const T* p, float (&out)[VEC]) {
+  Vec<T, VEC> r = *reinterpret_cast<const Vec<T, VEC>*>(p);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) out[j] = to_float(r.v[j]);
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const float (&in)[VEC]) {
+  Vec<T, VEC> r;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) r.v[j] = from_float<T>(in[j]);
+  *reinterpret_cast<Vec<T, VEC>*>(p) = r;
+}
+
+// ---- the elementwise step table ---------------------------------------------------------------------------------
+// Semantics follow PyTorch's CUDA kernels; comparisons are written so that NaN propagates (x < lo is false for NaN).
+__device__ __forceinline__ float softplus_f(float x, float beta, float threshold) {
+  const float bx = x * beta;
+  return bx > threshold ? x : log1pf(expf(bx)) / beta;
+}
+
+__device__ __forceinline__ float apply_step(int32_t op, float x, float v, float a, float b) {
+  switch (op) {
+    case FUSEDOPS_STEP_ADD: return x + v;
+    case FUSEDOPS_STEP_SUB: return x - v;
+    case FUSEDOPS_STEP_MUL: return x * v;
+    case FUSEDOPS_STEP_DIV: return x / v;
+    case FUSEDOPS_STEP_RSUB: return v - x;
+    case FUSEDOPS_STEP_RDIV: return v / x;
+    case FUSEDOPS_STEP_RELU: return x < 0.f ? 0.f : x;
+    case FUSEDOPS_STEP_LEAKY_RELU: return x > 0.f ? x : x * a;
+    case FUSEDOPS_STEP_SIGMOID: return 1.f / (1.f + expf(-x));
+    case FUSEDOPS_STEP_SILU: return x / (1.f + expf(-x));
+    case FUSEDOPS_STEP_TANH: return tanhf(x);
+    case FUSEDOPS_STEP_HARDTANH: return x < a ? a : (x > b ? b : x);
+    case FUSEDOPS_STEP_HARDSIGMOID: {
+      const float t = a * x + b;
+      return t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
+    }
+    case FUSEDOPS_STEP_HARDSWISH: {  // PyTorch: x * min(max(x + 3, 0), 6) / 6
+      float t = x + 3.f;
+      t = t < 0.f ? 0.f : (t > 6.f ? 6.f : t);
+      return x * t / 6.f;
+    }
+    case FUSEDOPS_STEP_MISH: return x * tanhf(softplus_f(x, 1.f, 20.f));
+    case FUSEDOPS_STEP_SOFTPLUS: return softplus_f(x, a, b);
+    case FUSEDOPS_STEP_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case FUSEDOPS_STEP_GELU_TANH: {
+      const float k_beta = 0.79788456080286536f;  // sqrt(2 / pi)
+      const float inner = k_beta * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.f + tanhf(inner));
+    }
+    default: return __int_as_float(0x7fffffff);  // unreachable: descriptors are checked on the host
+  }
+}
+
+// Per-channel operands of a chain: extras[k] (C elements each) in param dtype.
+struct ExtraPtrs {
+  const void* p[FUSEDOPS_MAX_EXTRAS];
+};
+
+// Apply a chain to VEC values of one channel c. The step loop is outside the element loop so that the (uniform)
+// dispatch is paid once per VEC elements.
+template <int VEC>
+__device__ __forceinline__ void apply_chain(const fusedops_chain& ch, float (&x)[VEC], int64_t c,
+                                            const ExtraPtrs& ex, int32_t param_dtype) {
+  for (int i = 0; i < ch.num_steps; ++i) {
+    const fusedops_step s = ch.steps[i];
+    const float v = s.operand >= 0 ? load_param(ex.p[s.operand], param_dtype, c) : s.a;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) x[j] = apply_step(s.op, x[j], v, s.a, s.b);
+  }
+}
+// Same, for one value whose channel may differ per element.
+__device__ __forceinline__ float apply_chain1(const fusedops_chain& ch, float x, int64_t c, const ExtraPtrs& ex,
+                                              int32_t param_dtype) {
+  float v[1] = {x};
+  apply_chain<1>(ch, v, c, ex, param_dtype);
+  return v[0];
+}
+
+// ---- statistics: (count, mean, M2) combined with Chan's formula ----------------------------------------------
+struct Welford {
+  float n, mean, m2;
+};
+__device__ __forceinline__ Welford welford_combine(Welford a, Welford b) {
+  const float n = a.n + b.n;
+  if (n == 0.f) return a;
+  const float delta = b.mean - a.mean;
+  const float wb = b.n / n;  // b.n == 0 -> a unchanged (also keeps a NaN mean NaN)
+  Welford r;
+  r.n = n;
+  r.mean = a.mean + delta * wb;
+  r.m2 = a.m2 + b.m2 + delta * delta * a.n * wb;
+  return r;
+}
+// Exact two-pass statistics of VEC values folded into a running state (one division per vector, not per value).
+template <int VEC>
+__device__ __forceinline__ void welford_add_vec(Welford& w, const float (&x)[VEC]) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) s += x[j];
+  const float m = s * (1.f / VEC);
+  float m2 = 0.f;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) m2 += (x[j] - m) * (x[j] - m);
+  w = welford_combine(w, Welford{float(VEC), m, m2});
+}
+__device__ __forceinline__ Welford warp_welford(Welford w) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    Welford b;
+    b.n = __shfl_xor_sync(0xffffffffu, w.n, o);
+    b.mean = __shfl_xor_sync(0xffffffffu, w.mean, o);
+    b.m2 = __shfl_xor_sync(0xffffffffu, w.m2, o);
+    w = welford_combine(w, b);
+  }
+  return w;
+}
+// Block-wide combine; every thread gets the result. blockDim.x is a multiple of 32, at most 1024.
+__device__ __forceinline__ Welford block_welford(Welford w) {
+  __shared__ Welford partial[32];
+  __shared__ Welford result;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  w = warp_welford(w);
+  if (lane == 0) partial[warp] = w;
+  __syncthreads();
+  if (warp == 0) {
+    const int nw = blockDim.x >> 5;
+    Welford v = lane < nw ? partial[lane] : Welford{0.f, 0.f, 0.f};
+    v = warp_welford(v);
+    if (lane == 0) result = v;
+  }
+  __syncthreads();
+  return result;
+}
+
+// ---- channel reductions (min / max / sum / mean / logsumexp), NaN-propagating like torch ----------------------
+struct RedState {
+  float a;  // min / max / sum; logsumexp: running max
+  float s;  // logsumexp: sum of exp(x - a)
+};
+__device__ __forceinline__ RedState red_init(int32_t op) {
+  switch (op) {
+    case FUSEDOPS_REDUCE_MIN: return {__int_as_float(0x7f800000), 0.f};   // +inf
+    case FUSEDOPS_REDUCE_MAX: return {__int_as_float(0xff800000), 0.f};   // -inf
+    case FUSEDOPS_REDUCE_LOGSUMEXP: return {__int_as_float(0xff800000), 0.f};
+    default: return {0.f, 0.f};
+  }
+}
+__device__ __forceinline__ RedState red_combine(int32_t op, RedState x, RedState y) {
+  switch (op) {
+    case FUSEDOPS_REDUCE_MIN: return {(y.a < x.a || isnan(y.a)) ? y.a : x.a, 0.f};
+    case FUSEDOPS_REDUCE_MAX: return {(y.a > x.a || isnan(y.a)) ? y.a : x.a, 0.f};
+    case FUSEDOPS_REDUCE_LOGSUMEXP: {
+      if (isnan(x.a) || isnan(y.a)) return {__int_as_float(0x7fffffff), 0.f};
+      const float m = x.a > y.a ? x.a : y.a;
+      if (isinf(m)) return {m, 0.f};  // all -inf so far, or a +inf seen: the result is m
+      return {m, x.s * expf(x.a - m) + y.s * expf(y.a - m)};
+    }
+    default: return {x.a + y.a, 0.f};
+  }
+}
+__device__ __forceinline__ RedState red_value(int32_t op, float v) {
+  return op == FUSEDOPS_REDUCE_LOGSUMEXP ? RedState{v, 1.f} : RedState{v, 0.f};
+}
+__device__ __forceinline__ float red_finish(int32_t op, RedState r, int64_t count) {
+  if (op == FUSEDOPS_REDUCE_MEAN) return r.a / float(count);
+  if (op == FUSEDOPS_REDUCE_LOGSUMEXP) return (isnan(r.a) || isinf(r.a)) ? r.a : r.a + logf(r.s);
+  return r.a;
+}
+__device__ __forceinline__ RedState warp_red(int32_t op, RedState r) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    RedState b{__shfl_xor_sync(0xffffffffu, r.a, o), __shfl_xor_sync(0xffffffffu, r.s, o)};
+    r = red_combine(op, r, b);
+  }
+  return r;
+}
+
+// ---- fast unsigned division by a runtime constant (Granlund-Montgomery, as in CUTLASS's FastDivmod) ----------
+struct FastDiv {
+  uint32_t d, mul, shift;
+  __host__ void init(uint32_t divisor) {
+    d = divisor;
+    shift = 0;
+    while ((uint64_t(1) << shift) < divisor) ++shift;
+    mul = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << shift) - divisor)) / divisor + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    const uint32_t t = __umulhi(n, mul);
+    return shift == 0 ? n : (t + ((n - t) >> 1)) >> (shift - 1);
+  }
+};
+
+}  // namespace cuda
+}  // namespace fusedops
