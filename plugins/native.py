@@ -1,0 +1,80 @@
+"""Build and locate the native fusedops libraries (CMake project in ``plugins/``).
+
+    build(cuda="auto", targets=None, verbose=False) -> Path   configure + build; returns the folder of the libraries
+    build_dir() -> Path                                       $FUSEDOPS_BUILD_DIR, else build/native at the repo root
+    library_path(name="fusedops") -> Path | None              e.g. "fusedops", "fusedops_ort", "fusedops_trt"
+
+Header locations come from the environment variables ``ORT_INCLUDE_DIR``, ``TENSORRT_INCLUDE_DIR`` and
+``EIGEN_INCLUDE_DIR`` when set (otherwise CMake looks in ``third_party/``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from fusedops.errors import FusedopsError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SOURCE_DIR = REPO_ROOT / "plugins"
+_HEADER_VARS = ("ORT_INCLUDE_DIR", "TENSORRT_INCLUDE_DIR", "EIGEN_INCLUDE_DIR")
+_CUDA_MODES = {"auto": "AUTO", "on": "ON", "off": "OFF", True: "ON", False: "OFF", None: "AUTO"}
+
+
+def build_dir() -> Path:
+    """The CMake build folder: ``$FUSEDOPS_BUILD_DIR`` if set, else ``build/native`` under the repository root."""
+    env = os.environ.get("FUSEDOPS_BUILD_DIR")
+    return Path(env).resolve() if env else REPO_ROOT / "build" / "native"
+
+
+def library_path(name: str = "fusedops") -> Path | None:
+    """Path of ``lib<name>.so`` in the build folder, or None if it has not been built."""
+    path = build_dir() / "lib" / f"lib{name}.so"
+    return path if path.is_file() else None
+
+
+def configure_command(cuda: str | bool = "auto") -> list[str]:
+    mode = _CUDA_MODES.get(cuda.lower() if isinstance(cuda, str) else cuda)
+    if mode is None:
+        raise FusedopsError(f"cuda must be 'auto', 'on' or 'off', got {cuda!r}")
+    cmd = ["cmake", "-S", str(SOURCE_DIR), "-B", str(build_dir()), "-DCMAKE_BUILD_TYPE=Release",
+           f"-DFUSEDOPS_CUDA={mode}"]
+    if shutil.which("ninja") and not (build_dir() / "CMakeCache.txt").is_file():
+        cmd += ["-G", "Ninja"]  # the generator of an existing build folder cannot change
+    for var in _HEADER_VARS:
+        if os.environ.get(var):
+            cmd.append(f"-D{var}={os.environ[var]}")
+    return cmd
+
+
+def build(cuda: str | bool = "auto", targets: list[str] | None = None, verbose: bool = False) -> Path:
+    """Configure and build the native libraries; returns the folder holding them (``<build_dir>/lib``).
+
+    ``cuda``: "auto" builds the CUDA kernels when nvcc and cuBLASLt are found, "on" requires them, "off" skips them.
+    ``targets``: CMake targets to build (default: all). Raises FusedopsError with the tail of the log on failure.
+    """
+    if shutil.which("cmake") is None:
+        raise FusedopsError("cmake not found on PATH; it is needed to build the native libraries")
+    build_dir().mkdir(parents=True, exist_ok=True)
+    _run(configure_command(cuda), "configure", verbose)
+    cmd = ["cmake", "--build", str(build_dir()), "-j", str(os.cpu_count() or 2)]
+    for t in targets or []:
+        cmd += ["--target", t]
+    _run(cmd, "build", verbose)
+    return build_dir() / "lib"
+
+
+def _run(cmd: list[str], what: str, verbose: bool) -> None:
+    if verbose:
+        print("+", " ".join(cmd), file=sys.stderr)
+        proc = subprocess.run(cmd)
+        if proc.returncode != 0:
+            raise FusedopsError(f"native {what} failed (exit {proc.returncode}); see the output above")
+        return
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
+        raise FusedopsError(f"native {what} failed (exit {proc.returncode}):\n{tail}")
