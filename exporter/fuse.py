@@ -17,6 +17,7 @@ data tables below. The fuser runs in three phases:
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -290,11 +291,22 @@ REDUCE_OPS = {"ReduceMin": "min", "ReduceMax": "max", "ReduceSum": "sum", "Reduc
 # ---------------------------------------------------------------------------------------------------------------------
 
 class _Fuser:
-    def __init__(self, model: ir.Model):
-        self.model = model
+    """Owns the rules (built once: the commuted variants are costly) and the state of the model being fused."""
+
+    def __init__(self):
+        self.opset: int | None = None
+        self._used_names: set[str] = set()
+        self._n = 0
+        self._core: list[orp.RewriteRuleSet] | None = None
+        self._grow: orp.RewriteRuleSet | None = None
+
+    def begin(self, model: ir.Model) -> None:
         self.opset = model.opset_imports.get("", None)
         self._used_names = {v.name for v in _all_values(model.graph)}
         self._n = 0
+        if self._core is None:
+            self._core = self.core_rule_sets()
+            self._grow = self.grow_rules()
 
     # --- emission ------------------------------------------------------------------------------------------------
     def _fresh(self, hint: str) -> str:
@@ -575,6 +587,10 @@ class _Fuser:
                 orp.RewriteRuleSet([self._torch_gn_rule(False), self._onnx_gn_rule()])]
 
 
+_FUSER = _Fuser()
+_FUSER_LOCK = threading.Lock()  # the fuser holds the state of the model being fused
+
+
 def _renumber(steps: list[catalog.Step], removed: int) -> list[catalog.Step]:
     out = []
     for s in steps:
@@ -631,17 +647,17 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
         _ = e
     irm = ir.from_proto(inferred)
     _validate_group_normalization(irm)
-    fuser = _Fuser(irm)
-    # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
-    for rs in fuser.core_rule_sets():
-        rs.apply_to_model(irm)
-        onnxscript.optimizer.remove_unused_nodes(irm)
-    grow = fuser.grow_rules()
-    for _ in range(_MAX_GROW_PASSES):
-        changed = grow.apply_to_model(irm)
-        onnxscript.optimizer.remove_unused_nodes(irm)
-        if changed == 0:
-            break
+    with _FUSER_LOCK:
+        _FUSER.begin(irm)
+        # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
+        for rs in _FUSER._core:
+            rs.apply_to_model(irm)
+            onnxscript.optimizer.remove_unused_nodes(irm)
+        for _ in range(_MAX_GROW_PASSES):
+            changed = _FUSER._grow.apply_to_model(irm)
+            onnxscript.optimizer.remove_unused_nodes(irm)
+            if changed == 0:
+                break
 
     # finish: one function per distinct configuration
     fns: dict[tuple[str, str], onnx.FunctionProto] = {}
