@@ -160,7 +160,8 @@ def _first_linear(model: torch.nn.Module) -> torch.nn.Linear:
 
 
 def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warmup: int, input_sets: int,
-                 use_compile: bool, compile_mode: str | None, rows: list[Row], log: Callable[[str], None]) -> None:
+                 use_compile: bool, compile_mode: str | None, compile_precisions: tuple[str, ...], rows: list[Row],
+                 log: Callable[[str], None]) -> None:
     from fusedops.plugins import torch_ops
 
     dev = torch.device("cuda")
@@ -191,7 +192,8 @@ def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warm
             log(f"{name} {p}: floor")
             rows.append(_row(name, "floor", p, time_cuda(floor_fn, xs, repeats, warmup), floor_note))
 
-            if use_compile:
+            compile_here = use_compile and p in compile_precisions
+            if compile_here:
                 log(f"{name} {p}: torch.compile")
                 torch._dynamo.reset()
                 compiled = torch.compile(ref_p, mode=compile_mode)
@@ -219,7 +221,7 @@ def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warm
 
                 log(f"{name} {p}: GELU+GroupNorm step")
                 rows.append(_row(name, "gn_step_eager", p, time_cuda(eager_step, ys, repeats, warmup)))
-                if use_compile:
+                if compile_here:
                     torch._dynamo.reset()
                     compiled_step = torch.compile(eager_step, mode=compile_mode)
                     rows.append(_row(name, "gn_step_compile", p, time_cuda(compiled_step, ys, repeats, warmup)))
@@ -349,7 +351,8 @@ def plot(report: BenchReport, path: Path) -> Path | None:
 
 def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats: int = 20, warmup: int = 3,
               out_dir: str | Path = "artifacts/bench", precisions: Sequence[str] = PRECISIONS, input_sets: int = 3,
-              use_compile: bool = True, compile_mode: str | None = None, quiet: bool = False) -> BenchReport:
+              use_compile: bool = True, compile_mode: str | None = None,
+              compile_precisions: Sequence[str] = ("fp32", "tf32"), quiet: bool = False) -> BenchReport:
     """Time every model (see module doc); returns the report and writes bench.json / bench.png into out_dir."""
     if not torch.cuda.is_available():
         raise FusedopsError("fusedops bench needs a CUDA GPU (torch.cuda.is_available() is False on this machine)")
@@ -387,7 +390,7 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
     for entry in entries:
         try:
             _bench_model(entry, size, precisions, repeats, warmup, input_sets, use_compile, compile_mode,
-                         report.rows, log)
+                         tuple(compile_precisions), report.rows, log)
         except FusedopsError:
             raise
         except Exception as e:  # noqa: BLE001 - one model's failure is reported, the others still run
@@ -436,11 +439,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out-dir", default="artifacts/bench")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     ap.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune")
+    ap.add_argument("--compile-precisions", nargs="*", default=["fp32", "tf32"], choices=list(PRECISIONS),
+                    help="precisions that get torch.compile rows (each compile costs tens of seconds)")
     a = ap.parse_args(argv)
     try:
         report = run_bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
                            precisions=a.precisions, input_sets=a.input_sets, use_compile=not a.no_compile,
-                           compile_mode=a.compile_mode)
+                           compile_mode=a.compile_mode, compile_precisions=a.compile_precisions)
     except FusedopsError as e:
         print(f"fusedops bench: {e}", file=sys.stderr)
         return 2

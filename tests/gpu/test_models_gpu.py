@@ -27,6 +27,7 @@ from fusedops.plugins import torch_ops
 pytestmark = pytest.mark.gpu
 
 KEYS = list(REGISTRY)
+_REF64: dict[str, tuple] = {}  # key → (Model, ModelNew, input, float64 output) at bench size, one model at a time
 TOL = {"fp32": (1e-4, 1e-4), "tf32": (1e-2, 1e-2)}
 TOL_16 = {torch.bfloat16: 5e-2, torch.float16: 1e-2}
 
@@ -37,6 +38,7 @@ def _need_cuda_kernels():
     if not ok:
         pytest.skip(f"needs a CUDA device and the fusedops CUDA library: {why}")
     yield
+    _REF64.clear()
     torch.cuda.empty_cache()
 
 
@@ -67,9 +69,6 @@ def _max_err(a, b):
 # ---------------------------------------------------------------------------------------------------------------------
 # The four models at benchmark size
 # ---------------------------------------------------------------------------------------------------------------------
-
-_REF64: dict[str, tuple] = {}
-
 
 def _bench_case(key):
     """(Model fp32, ModelNew fp32, input fp32, float64 reference output) on the GPU, built once a module run."""
