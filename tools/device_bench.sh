@@ -33,18 +33,28 @@ $py -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>
   tail -20 "$out/install.log"; exit 1; }
 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+eigen=${EIGEN_INCLUDE_DIR:-$root/third_party/eigen3}
+cmake_flags=(-DCMAKE_BUILD_TYPE=Release -DFUSEDOPS_CUDA=ON -DFUSEDOPS_CUDA_ARCHS="${FUSEDOPS_CUDA_ARCHS:-90}"
+             -DEIGEN_INCLUDE_DIR="$eigen")
+build_lib() {  # $1 = CMake source folder; builds only the C ABI library (the runtime adapters are not needed here)
+  cmake -S "$1" -B build/native "${gen[@]}" "${cmake_flags[@]}" && cmake --build build/native --target fusedops -j"$(nproc)"
+}
 t0=$SECONDS
-if ! { cmake -S plugins -B build/native "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DFUSEDOPS_CUDA=ON \
-         -DFUSEDOPS_CUDA_ARCHS="${FUSEDOPS_CUDA_ARCHS:-90}" ${EIGEN_INCLUDE_DIR:+-DEIGEN_INCLUDE_DIR=$EIGEN_INCLUDE_DIR} &&
-       cmake --build build/native --target fusedops -j"$(nproc)"; } >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"
-  exit 1
+if ! build_lib plugins >"$out/build.log" 2>&1; then
+  # A half-finished runtime adapter (plugins/ort, plugins/trt) must not stop the kernels' build: retry without them.
+  echo "full configure failed (tail below); retrying with the kernels only" | tee -a "$out/build.log"
+  tail -15 "$out/build.log"
+  src=$(mktemp -d)/plugins
+  mkdir -p "$src" && cp -r plugins/CMakeLists.txt plugins/csrc plugins/include "$src"/
+  rm -rf build/native
+  build_lib "$src" >>"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 fi
 echo "native build: $((SECONDS - t0)) s"
 
 rc=0
 if [[ $run_tests == 1 ]]; then
-  $py -m pytest tests/gpu -q -rs -p no:cacheprovider -s 2>&1 | tee "$out/gpu_tests.log" | grep -E "max err|passed|failed|error|FAILED|Error" | tail -60
+  to=(); $py -c "import pytest_timeout" 2>/dev/null && to=(--timeout=300)  # a hung kernel fails its test only
+  $py -m pytest ${GPU_TESTS:-tests/gpu/test_models_gpu.py} -q -rs -p no:cacheprovider -s "${to[@]}" 2>&1 | tee "$out/gpu_tests.log" | grep -E "max err|passed|failed|error|FAILED|Error" | tail -60
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $run_bench == 1 ]]; then
