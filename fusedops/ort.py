@@ -1,0 +1,150 @@
+"""ONNX Runtime with the fusedops custom-op library (``libfusedops_ort.so``, domain ``fusedops``).
+
+    library_path() -> Path                                   the built library (FusedopsError if missing)
+    build_library(cuda="auto") -> Path                       build it (scripts/get_native_deps.sh + CMake)
+    session(model, providers=None, allow_tf32=True, sess_options=None) -> onnxruntime.InferenceSession
+    run(session, inputs) -> list[np.ndarray]
+    kernel_calls(provider=None) -> int                       debug counter: how often the library's kernels ran
+
+``session`` registers the library on the SessionOptions (once per options object), sets the session config entry
+``fusedops.allow_tf32`` ("1"/"0", read by the library when it is registered; it overrides the nodes' ``allow_tf32``
+attribute on the CUDA EP) and picks the CUDA EP first when onnxruntime offers it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .errors import FusedopsError
+
+LIBRARY_NAME = "fusedops_ort"
+CONFIG_ALLOW_TF32 = "fusedops.allow_tf32"
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+_lock = threading.Lock()
+_counter_lib: ctypes.CDLL | None = None
+
+
+def library_path() -> Path:
+    """Path of ``libfusedops_ort.so``; FusedopsError naming how to build it when it is missing."""
+    from fusedops.plugins import native
+
+    path = native.library_path(LIBRARY_NAME)
+    if path is None:
+        raise FusedopsError(
+            f"libfusedops_ort.so not found in {native.build_dir() / 'lib'}; build it with "
+            "fusedops.ort.build_library() (needs cmake, a C++17 compiler and the headers from "
+            "scripts/get_native_deps.sh)")
+    return path
+
+
+def build_library(cuda: str = "auto", fetch_deps: bool = True) -> Path:
+    """Fetch the header-only deps (unless present) and build ``fusedops_ort`` with CMake; returns its path."""
+    from fusedops.plugins import native
+
+    if fetch_deps:
+        script = _REPO_ROOT / "scripts" / "get_native_deps.sh"
+        proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise FusedopsError(f"scripts/get_native_deps.sh failed: {proc.stdout.strip().splitlines()[-3:]}")
+    native.build(cuda=cuda, targets=[LIBRARY_NAME])
+    return library_path()
+
+
+def _ort():
+    try:
+        import onnxruntime as ort
+    except ImportError as e:  # pragma: no cover - onnxruntime is a dependency
+        raise FusedopsError(f"onnxruntime is not installed: {e}") from None
+    return ort
+
+
+def available_providers() -> list[str]:
+    return list(_ort().get_available_providers())
+
+
+def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool = True,
+            sess_options: Any = None, provider_options: Sequence[dict] | None = None):
+    """An InferenceSession for ``model`` (path or ModelProto) with the fusedops library registered.
+
+    providers: default CUDA EP first when available, then CPU. ``allow_tf32=False`` makes the float32 GEMMs of the
+    fused nodes strict FP32 on the CUDA EP (session config ``fusedops.allow_tf32`` = "0", which wins over the node
+    attribute). An existing ``sess_options`` is used as given, plus the config entry and the library (registered
+    only if this function has not registered it on that object before).
+    """
+    ort = _ort()
+    lib = library_path()
+    so = sess_options if sess_options is not None else ort.SessionOptions()
+    # The library reads the config entry when it is registered, so set it first.
+    so.add_session_config_entry(CONFIG_ALLOW_TF32, "1" if allow_tf32 else "0")
+    if not getattr(so, "_fusedops_registered", False):
+        so.register_custom_ops_library(str(lib))
+        try:
+            so._fusedops_registered = True
+        except AttributeError:  # pragma: no cover - pybind objects without a __dict__
+            pass
+    if providers is None:
+        avail = ort.get_available_providers()
+        providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in avail]
+    if hasattr(model, "SerializeToString"):
+        model = model.SerializeToString()
+    elif isinstance(model, (str, Path)):
+        if not Path(model).is_file():
+            raise FusedopsError(f"ONNX model {str(model)!r} not found")
+        model = str(model)
+    try:
+        kw = {"providers": list(providers)}
+        if provider_options is not None:
+            kw["provider_options"] = list(provider_options)
+        return ort.InferenceSession(model, sess_options=so, **kw)
+    except Exception as e:  # onnxruntime raises its own exception types; keep the message (it names the node)
+        raise FusedopsError(f"onnxruntime could not create the session: {e}") from e
+
+
+def run(sess, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+    """Run with numpy (or CPU torch) inputs; returns the outputs as numpy arrays."""
+    feeds = {}
+    for k, v in inputs.items():
+        if hasattr(v, "detach"):
+            v = v.detach().cpu().numpy()
+        feeds[k] = v
+    names = {i.name for i in sess.get_inputs()}
+    unknown = set(feeds) - names
+    if unknown:
+        raise FusedopsError(f"unknown input(s) {sorted(unknown)}; the model takes {sorted(names)}")
+    return sess.run(None, feeds)
+
+
+def _counters() -> ctypes.CDLL:
+    """The library as loaded by ORT (dlopen returns the same handle, so the counters are the ones ORT bumps)."""
+    global _counter_lib
+    with _lock:
+        if _counter_lib is None:
+            lib = ctypes.CDLL(str(library_path()))
+            for fn in ("fusedops_ort_kernel_calls", "fusedops_ort_cpu_kernel_calls", "fusedops_ort_cuda_kernel_calls"):
+                getattr(lib, fn).restype = ctypes.c_int64
+                getattr(lib, fn).argtypes = []
+            lib.fusedops_ort_has_cuda.restype = ctypes.c_int
+            _counter_lib = lib
+    return _counter_lib
+
+
+def kernel_calls(provider: str | None = None) -> int:
+    """How many times the library's kernels ran in this process (all, "cpu" or "cuda")."""
+    lib = _counters()
+    if provider is None:
+        return int(lib.fusedops_ort_kernel_calls())
+    if provider.lower().startswith("cpu"):
+        return int(lib.fusedops_ort_cpu_kernel_calls())
+    if provider.lower().startswith("cuda"):
+        return int(lib.fusedops_ort_cuda_kernel_calls())
+    raise FusedopsError(f"provider must be 'cpu' or 'cuda', got {provider!r}")
+
+
+def library_has_cuda() -> bool:
+    return bool(_counters().fusedops_ort_has_cuda())

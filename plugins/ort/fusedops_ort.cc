@@ -1,0 +1,566 @@
+// ONNX Runtime custom-op library for the fusedops domain: GroupNormAct and GemmGroupNormAct on the CPU EP (the core's
+// CPU kernels) and, in CUDA builds, the CUDA EP (the C ABI's CUDA entries on ORT's compute stream).
+//
+// Written against the ORT C API version 21 (ORT 1.21+): RegisterCustomOps asks for GetApi(21), so the library loads
+// on every ORT from 1.21 to at least 1.31. Only the C API is used, so no C++ exception can cross into ORT: kernels
+// are created and run through CreateKernelV2 / KernelComputeV2, which report every error as an OrtStatus naming the
+// node and the problem. Attribute errors surface at session creation (kernel construction), shape errors at run.
+//
+// Registration: one OrtCustomOp per (op, X type, parameter type, execution provider); ORT merges the kernels of one
+// op name into one schema with type constraints, so every combination the fuser can emit resolves to a kernel:
+// X ∈ {float, float16, bfloat16}, parameters (W is X's type; B, gamma, beta, extras) of X's type or float.
+// The extras extra_0.. are one homogeneous variadic input (min arity 0): a node has exactly the extras its chains
+// reference, as the catalog's ONNX function has, and no dummy optional slots.
+#include <atomic>
+#include <cstddef>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fusedops/fusedops.h"
+#include "onnxruntime_c_api.h"
+
+#if defined(_WIN32)
+#define FUSEDOPS_ORT_EXPORT __declspec(dllexport)
+#else
+#define FUSEDOPS_ORT_EXPORT __attribute__((visibility("default")))
+#endif
+
+namespace {
+
+constexpr uint32_t kOrtApiVersion = 21;
+constexpr const char* kDomain = "fusedops";
+constexpr const char* kCpuEP = "CPUExecutionProvider";
+constexpr const char* kCudaEP = "CUDAExecutionProvider";
+constexpr const char* kConfigAllowTf32 = "fusedops.allow_tf32";
+
+std::atomic<int64_t> g_cpu_calls{0};
+std::atomic<int64_t> g_cuda_calls{0};
+
+enum class OpKind { kGroupNormAct, kGemmGroupNormAct };
+
+struct OpConfig {
+  OpKind kind;
+  ONNXTensorElementDataType x_type;
+  ONNXTensorElementDataType param_type;
+  bool cuda;
+  int allow_tf32_override;  // -1: use the node attribute; 0/1: session config fusedops.allow_tf32
+};
+
+int32_t to_fusedops_dtype(ONNXTensorElementDataType t) {
+  switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return FUSEDOPS_F16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return FUSEDOPS_BF16;
+    default: return FUSEDOPS_F32;
+  }
+}
+
+const char* op_name(OpKind k) { return k == OpKind::kGroupNormAct ? "GroupNormAct" : "GemmGroupNormAct"; }
+
+// Collects an error message and turns it into an OrtStatus.
+struct Failure {
+  std::string msg;
+};
+
+// Kernel: parsed attributes (at session creation) + the descriptor template.
+struct Kernel {
+  const OrtApi* api;
+  OpConfig cfg;
+  std::string node;  // node name, for error messages
+  fusedops_groupnorm_desc gn{};
+  int32_t trans_b = 1;
+  int32_t allow_tf32 = 1;
+  int32_t num_extras = 0;
+  size_t num_fixed_inputs = 0;
+
+  std::string where() const { return std::string("fusedops ") + op_name(cfg.kind) + " node '" + node + "': "; }
+  OrtStatus* error(const std::string& what) const {
+    return api->CreateStatus(ORT_INVALID_ARGUMENT, (where() + what).c_str());
+  }
+};
+
+// ---- attribute helpers (missing attribute -> default; ORT does not pass function-level defaults to kernels) ----
+bool attr_int(const OrtApi* api, const OrtKernelInfo* info, const char* name, int64_t* out) {
+  OrtStatus* st = api->KernelInfoGetAttribute_int64(info, name, out);
+  if (st) {
+    api->ReleaseStatus(st);
+    return false;
+  }
+  return true;
+}
+bool attr_float(const OrtApi* api, const OrtKernelInfo* info, const char* name, float* out) {
+  OrtStatus* st = api->KernelInfoGetAttribute_float(info, name, out);
+  if (st) {
+    api->ReleaseStatus(st);
+    return false;
+  }
+  return true;
+}
+bool attr_string(const OrtApi* api, const OrtKernelInfo* info, const char* name, std::string* out) {
+  size_t size = 0;
+  OrtStatus* st = api->KernelInfoGetAttribute_string(info, name, nullptr, &size);
+  if (st) {
+    api->ReleaseStatus(st);
+    return false;
+  }
+  std::string s(size, '\0');
+  st = api->KernelInfoGetAttribute_string(info, name, &s[0], &size);
+  if (st) {
+    api->ReleaseStatus(st);
+    return false;
+  }
+  s.resize(size > 0 ? size - 1 : 0);  // size counts the terminating NUL
+  *out = s;
+  return true;
+}
+
+std::string node_name(const OrtApi* api, const OrtKernelInfo* info) {
+  size_t size = 0;
+  OrtStatus* st = api->KernelInfo_GetNodeName(info, nullptr, &size);
+  if (st) {
+    api->ReleaseStatus(st);
+    return "?";
+  }
+  std::string s(size, '\0');
+  st = api->KernelInfo_GetNodeName(info, &s[0], &size);
+  if (st) {
+    api->ReleaseStatus(st);
+    return "?";
+  }
+  s.resize(size > 0 ? size - 1 : 0);
+  return s;
+}
+
+OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, const OrtKernelInfo* info,
+                                      void** out);
+OrtStatus* ORT_API_CALL compute(void* kernel, OrtKernelContext* ctx);
+
+// One registered op: the OrtCustomOp table followed by its configuration (the table is the first member, so ORT's
+// `const OrtCustomOp*` is also our object).
+struct FusedCustomOp {
+  OrtCustomOp base;
+  OpConfig cfg;
+
+  explicit FusedCustomOp(const OpConfig& c) : base{}, cfg(c) {
+    base.version = kOrtApiVersion;
+    base.CreateKernel = nullptr;  // V2 entries below (status-returning)
+    base.GetName = [](const OrtCustomOp* o) { return op_name(self(o)->cfg.kind); };
+    base.GetExecutionProviderType = [](const OrtCustomOp* o) { return self(o)->cfg.cuda ? kCudaEP : kCpuEP; };
+    base.GetInputType = [](const OrtCustomOp* o, size_t i) {
+      const OpConfig& c = self(o)->cfg;
+      if (c.kind == OpKind::kGemmGroupNormAct) return i <= 1 ? c.x_type : c.param_type;  // X, W | B, gamma, ...
+      return i == 0 ? c.x_type : c.param_type;                                           // X | gamma, beta, ...
+    };
+    base.GetInputTypeCount = [](const OrtCustomOp* o) { return fixed_inputs(self(o)->cfg.kind) + 1; };
+    base.GetOutputType = [](const OrtCustomOp* o, size_t) { return self(o)->cfg.x_type; };
+    base.GetOutputTypeCount = [](const OrtCustomOp*) { return size_t{1}; };
+    base.KernelCompute = nullptr;
+    base.KernelDestroy = [](void* k) { delete static_cast<Kernel*>(k); };
+    base.GetInputCharacteristic = [](const OrtCustomOp* o, size_t i) {
+      return i < fixed_inputs(self(o)->cfg.kind) ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_VARIADIC;
+    };
+    base.GetOutputCharacteristic = [](const OrtCustomOp*, size_t) { return INPUT_OUTPUT_REQUIRED; };
+    base.GetInputMemoryType = [](const OrtCustomOp*, size_t) { return OrtMemTypeDefault; };
+    base.GetVariadicInputMinArity = [](const OrtCustomOp*) { return 0; };
+    base.GetVariadicInputHomogeneity = [](const OrtCustomOp*) { return 1; };
+    base.GetVariadicOutputMinArity = [](const OrtCustomOp*) { return 1; };
+    base.GetVariadicOutputHomogeneity = [](const OrtCustomOp*) { return 0; };
+    base.CreateKernelV2 = create_kernel;
+    base.KernelComputeV2 = compute;
+    base.InferOutputShapeFn = nullptr;
+    base.GetStartVersion = [](const OrtCustomOp*) { return 1; };
+    base.GetEndVersion = [](const OrtCustomOp*) { return 2147483647; };
+    base.GetMayInplace = nullptr;
+    base.ReleaseMayInplace = nullptr;
+    base.GetAliasMap = nullptr;
+    base.ReleaseAliasMap = nullptr;
+  }
+  static const FusedCustomOp* self(const OrtCustomOp* o) { return reinterpret_cast<const FusedCustomOp*>(o); }
+  static size_t fixed_inputs(OpKind k) { return k == OpKind::kGroupNormAct ? 3 : 5; }
+};
+static_assert(offsetof(FusedCustomOp, base) == 0, "OrtCustomOp must be the first member");
+
+OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, const OrtKernelInfo* info,
+                                      void** out) {
+  *out = nullptr;
+  try {
+    auto k = std::make_unique<Kernel>();
+    k->api = api;
+    k->cfg = FusedCustomOp::self(op)->cfg;
+    k->node = node_name(api, info);
+    k->num_fixed_inputs = FusedCustomOp::fixed_inputs(k->cfg.kind);
+    char err[512] = {0};
+
+    int64_t groups = 0;
+    if (!attr_int(api, info, "num_groups", &groups)) return k->error("attribute 'num_groups' is required");
+    if (groups <= 0 || groups > 2147483647) return k->error("num_groups must be positive, got " + std::to_string(groups));
+    float eps = 1e-5f;
+    attr_float(api, info, "epsilon", &eps);
+    if (!std::isfinite(eps) || eps < 0.f)
+      return k->error("epsilon must be a finite non-negative number, got " + std::to_string(eps));
+    std::string pre, post, reduce;
+    attr_string(api, info, "pre", &pre);
+    attr_string(api, info, "post", &post);
+    attr_string(api, info, "reduce", &reduce);
+    fusedops_groupnorm_desc& d = k->gn;
+    d.num_groups = static_cast<int32_t>(groups);
+    d.epsilon = eps;
+    if (fusedops_parse_chain(pre.c_str(), &d.pre, err, sizeof err))
+      return k->error(std::string("attribute 'pre': ") + err);
+    if (fusedops_parse_chain(post.c_str(), &d.post, err, sizeof err))
+      return k->error(std::string("attribute 'post': ") + err);
+    if (fusedops_parse_reduce(reduce.c_str(), &d.reduce, err, sizeof err))
+      return k->error(std::string("attribute 'reduce': ") + err);
+    d.x_dtype = to_fusedops_dtype(k->cfg.x_type);
+    d.param_dtype = to_fusedops_dtype(k->cfg.param_type);
+    for (const char* key : {"plugin_namespace", "plugin_version"}) {
+      std::string v;
+      const char* want = std::strcmp(key, "plugin_namespace") == 0 ? "fusedops" : "1";
+      if (attr_string(api, info, key, &v) && v != want)
+        return k->error(std::string("attribute '") + key + "' must be '" + want + "', got '" + v + "'");
+    }
+    if (k->cfg.kind == OpKind::kGemmGroupNormAct) {
+      int64_t tb = 1, tf = 1;
+      attr_int(api, info, "trans_b", &tb);
+      attr_int(api, info, "allow_tf32", &tf);
+      if (tb != 0 && tb != 1) return k->error("trans_b must be 0 or 1, got " + std::to_string(tb));
+      if (tf != 0 && tf != 1) return k->error("allow_tf32 must be 0 or 1, got " + std::to_string(tf));
+      k->trans_b = static_cast<int32_t>(tb);
+      k->allow_tf32 = k->cfg.allow_tf32_override >= 0 ? k->cfg.allow_tf32_override : static_cast<int32_t>(tf);
+    }
+    k->num_extras = fusedops_num_extras(&d.pre, &d.post);
+    size_t n_inputs = 0;
+    OrtStatus* st = api->KernelInfo_GetInputCount(info, &n_inputs);
+    if (st) {
+      api->ReleaseStatus(st);
+    } else {
+      const size_t have = n_inputs > k->num_fixed_inputs ? n_inputs - k->num_fixed_inputs : 0;
+      if (have < static_cast<size_t>(k->num_extras))
+        return k->error("chains reference " + std::to_string(k->num_extras) + " extra input(s), node has " +
+                        std::to_string(have));
+      if (have > FUSEDOPS_MAX_EXTRAS)
+        return k->error("node has " + std::to_string(have) + " extra inputs; at most " +
+                        std::to_string(FUSEDOPS_MAX_EXTRAS) + " are supported");
+    }
+    *out = k.release();
+    return nullptr;
+  } catch (const std::exception& e) {
+    return api->CreateStatus(ORT_FAIL, (std::string("fusedops: kernel creation failed: ") + e.what()).c_str());
+  }
+}
+
+// ---- run-time helpers ----
+struct TensorView {
+  const void* data = nullptr;
+  std::vector<int64_t> shape;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+};
+
+#define FUSEDOPS_ORT_CHECK(expr)    \
+  do {                              \
+    OrtStatus* _st = (expr);        \
+    if (_st) return _st;            \
+  } while (0)
+
+OrtStatus* read_input(const OrtApi* api, OrtKernelContext* ctx, size_t i, TensorView* tv) {
+  const OrtValue* v = nullptr;
+  FUSEDOPS_ORT_CHECK(api->KernelContext_GetInput(ctx, i, &v));
+  if (!v) return api->CreateStatus(ORT_INVALID_ARGUMENT, "fusedops: missing input");
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  FUSEDOPS_ORT_CHECK(api->GetTensorTypeAndShape(v, &info));
+  size_t rank = 0;
+  OrtStatus* st = api->GetDimensionsCount(info, &rank);
+  if (!st) {
+    tv->shape.resize(rank);
+    st = api->GetDimensions(info, tv->shape.data(), rank);
+  }
+  api->ReleaseTensorTypeAndShapeInfo(info);
+  if (st) return st;
+  void* p = nullptr;
+  FUSEDOPS_ORT_CHECK(api->GetTensorMutableData(const_cast<OrtValue*>(v), &p));
+  tv->data = p;
+  return nullptr;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "(";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + (s.size() == 1 ? ",)" : ")");
+}
+
+#ifdef FUSEDOPS_ORT_WITH_CUDA
+// Scratch from ORT's allocator for the node's device (stream-ordered reuse: everything runs on ORT's compute
+// stream). Freed when the guard goes out of scope, after the kernels were enqueued.
+struct DeviceScratch {
+  const OrtApi* api = nullptr;
+  OrtAllocator* alloc = nullptr;
+  OrtMemoryInfo* mem = nullptr;
+  void* ptr = nullptr;
+  ~DeviceScratch() {
+    if (ptr) api->AllocatorFree(alloc, ptr);
+    if (alloc) api->ReleaseAllocator(alloc);
+    if (mem) api->ReleaseMemoryInfo(mem);
+  }
+  OrtStatus* get(const OrtApi* a, OrtKernelContext* ctx, const OrtValue* like, size_t bytes) {
+    api = a;
+    if (bytes == 0) return nullptr;
+    const OrtMemoryInfo* in_mem = nullptr;
+    FUSEDOPS_ORT_CHECK(api->GetTensorMemoryInfo(like, &in_mem));
+    int device = 0;
+    FUSEDOPS_ORT_CHECK(api->MemoryInfoGetId(in_mem, &device));
+    FUSEDOPS_ORT_CHECK(api->CreateMemoryInfo("Cuda", OrtDeviceAllocator, device, OrtMemTypeDefault, &mem));
+    FUSEDOPS_ORT_CHECK(api->KernelContext_GetAllocator(ctx, mem, &alloc));
+    FUSEDOPS_ORT_CHECK(api->AllocatorAlloc(alloc, bytes, &ptr));
+    return nullptr;
+  }
+};
+#endif
+
+OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
+  const OrtApi* api = k.api;
+  size_t n_in = 0;
+  FUSEDOPS_ORT_CHECK(api->KernelContext_GetInputCount(ctx, &n_in));
+  const bool gemm = k.cfg.kind == OpKind::kGemmGroupNormAct;
+  std::vector<TensorView> in(n_in);
+  for (size_t i = 0; i < n_in; ++i) FUSEDOPS_ORT_CHECK(read_input(api, ctx, i, &in[i]));
+  const size_t n_extras = n_in - k.num_fixed_inputs;
+  if (n_extras < static_cast<size_t>(k.num_extras))
+    return k.error("chains reference " + std::to_string(k.num_extras) + " extra input(s), got " +
+                   std::to_string(n_extras));
+  if (n_extras > FUSEDOPS_MAX_EXTRAS) return k.error("too many extra inputs");
+
+  const TensorView& X = in[0];
+  fusedops_groupnorm_desc d = k.gn;
+  fusedops_gemm_desc gd{};
+  std::vector<int64_t> out_shape;
+  int64_t C = 0;
+  if (!gemm) {
+    if (X.shape.size() < 2) return k.error("X must have rank >= 2 (N, C, *spatial), got shape " + shape_text(X.shape));
+    C = X.shape[1];
+    d.N = X.shape[0];
+    d.C = C;
+    d.S = 1;
+    for (size_t i = 2; i < X.shape.size(); ++i) d.S *= X.shape[i];
+    out_shape = X.shape;
+    if (d.reduce != FUSEDOPS_REDUCE_NONE) out_shape[1] = 1;
+  } else {
+    const TensorView& W = in[1];
+    if (X.shape.size() < 2) return k.error("X must have rank >= 2 (rows, K), got shape " + shape_text(X.shape));
+    if (W.shape.size() != 2) return k.error("W must be 2-D, got shape " + shape_text(W.shape));
+    const int64_t K = X.shape.back();
+    const int64_t wk = k.trans_b ? W.shape[1] : W.shape[0];
+    C = k.trans_b ? W.shape[0] : W.shape[1];
+    if (wk != K)
+      return k.error("X has K=" + std::to_string(K) + " features but W of shape " + shape_text(W.shape) +
+                     " (trans_b=" + std::to_string(k.trans_b) + ") expects " + std::to_string(wk));
+    if (in[2].numel() != C)
+      return k.error("bias B has " + std::to_string(in[2].numel()) + " elements, expected C=" + std::to_string(C));
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < X.shape.size(); ++i) rows *= X.shape[i];
+    d.N = rows;
+    d.C = C;
+    d.S = 1;
+    gd.K = K;
+    gd.trans_b = k.trans_b;
+    gd.allow_tf32 = k.allow_tf32;
+    out_shape.assign(X.shape.begin(), X.shape.end() - 1);
+    out_shape.push_back(d.reduce != FUSEDOPS_REDUCE_NONE ? 1 : C);
+  }
+  const size_t gi = gemm ? 3 : 1;  // index of gamma
+  const char* names[2] = {"gamma", "beta"};
+  for (size_t j = 0; j < 2; ++j)
+    if (in[gi + j].numel() != C)
+      return k.error(std::string(names[j]) + " has " + std::to_string(in[gi + j].numel()) +
+                     " elements, expected C=" + std::to_string(C));
+  const void* extras[FUSEDOPS_MAX_EXTRAS] = {};
+  for (size_t e = 0; e < n_extras; ++e) {
+    const TensorView& t = in[k.num_fixed_inputs + e];
+    if (t.numel() != C)
+      return k.error("extra input " + std::to_string(e) + " has " + std::to_string(t.numel()) +
+                     " elements, expected C=" + std::to_string(C) + " (one per channel)");
+    extras[e] = t.data;
+  }
+  if (C > 0 && C % d.num_groups != 0)
+    return k.error("C=" + std::to_string(C) + " is not divisible by num_groups=" + std::to_string(d.num_groups));
+
+  OrtValue* y = nullptr;
+  FUSEDOPS_ORT_CHECK(api->KernelContext_GetOutput(ctx, 0, out_shape.data(), out_shape.size(), &y));
+  void* yp = nullptr;
+  FUSEDOPS_ORT_CHECK(api->GetTensorMutableData(y, &yp));
+  // Empty batch / spatial extent: nothing to compute (the output is empty too).
+  if (d.N == 0 || d.S == 0) return nullptr;
+
+  char err[512] = {0};
+  int rc = 0;
+  if (gemm) {
+    gd.gn = d;
+    if (!k.cfg.cuda) {
+      rc = fusedops_gemm_groupnorm_act_cpu(&gd, X.data, in[1].data, in[2].data, in[3].data, in[4].data, extras,
+                                           static_cast<int32_t>(n_extras), yp, err, sizeof err);
+      g_cpu_calls.fetch_add(1, std::memory_order_relaxed);
+    } else {
+#ifdef FUSEDOPS_ORT_WITH_CUDA
+      rc = fusedops_gemm_groupnorm_act_check(&gd, err, sizeof err);
+      if (rc == 0) {
+        void* stream = nullptr;
+        FUSEDOPS_ORT_CHECK(api->KernelContext_GetGPUComputeStream(ctx, &stream));
+        const OrtValue* xv = nullptr;
+        FUSEDOPS_ORT_CHECK(api->KernelContext_GetInput(ctx, 0, &xv));
+        DeviceScratch ws;
+        const size_t bytes = fusedops_gemm_groupnorm_act_workspace_size(&gd);
+        FUSEDOPS_ORT_CHECK(ws.get(api, ctx, xv, bytes));
+        rc = fusedops_gemm_groupnorm_act_cuda(&gd, X.data, in[1].data, in[2].data, in[3].data, in[4].data, extras,
+                                              static_cast<int32_t>(n_extras), yp, ws.ptr, bytes,
+                                              static_cast<fusedops_stream_t>(stream), err, sizeof err);
+        g_cuda_calls.fetch_add(1, std::memory_order_relaxed);
+      }
+#else
+      return k.error("library built without CUDA");
+#endif
+    }
+  } else {
+    if (!k.cfg.cuda) {
+      rc = fusedops_groupnorm_act_cpu(&d, X.data, in[1].data, in[2].data, extras, static_cast<int32_t>(n_extras), yp,
+                                      err, sizeof err);
+      g_cpu_calls.fetch_add(1, std::memory_order_relaxed);
+    } else {
+#ifdef FUSEDOPS_ORT_WITH_CUDA
+      rc = fusedops_groupnorm_act_check(&d, err, sizeof err);
+      if (rc == 0) {
+        void* stream = nullptr;
+        FUSEDOPS_ORT_CHECK(api->KernelContext_GetGPUComputeStream(ctx, &stream));
+        const OrtValue* xv = nullptr;
+        FUSEDOPS_ORT_CHECK(api->KernelContext_GetInput(ctx, 0, &xv));
+        DeviceScratch ws;
+        const size_t bytes = fusedops_groupnorm_act_workspace_size(&d);
+        FUSEDOPS_ORT_CHECK(ws.get(api, ctx, xv, bytes));
+        rc = fusedops_groupnorm_act_cuda(&d, X.data, in[1].data, in[2].data, extras, static_cast<int32_t>(n_extras),
+                                         yp, ws.ptr, bytes, static_cast<fusedops_stream_t>(stream), err, sizeof err);
+        g_cuda_calls.fetch_add(1, std::memory_order_relaxed);
+      }
+#else
+      return k.error("library built without CUDA");
+#endif
+    }
+  }
+  if (rc != 0) {
+    const OrtErrorCode code = rc == FUSEDOPS_ERR_INVALID_ARGUMENT ? ORT_INVALID_ARGUMENT
+                              : rc == FUSEDOPS_ERR_UNSUPPORTED    ? ORT_NOT_IMPLEMENTED
+                                                                  : ORT_FAIL;
+    return api->CreateStatus(code, (k.where() + err).c_str());
+  }
+  return nullptr;
+}
+
+OrtStatus* ORT_API_CALL compute(void* kernel, OrtKernelContext* ctx) {
+  Kernel& k = *static_cast<Kernel*>(kernel);
+  try {
+    return compute_impl(k, ctx);
+  } catch (const std::exception& e) {
+    return k.api->CreateStatus(ORT_FAIL, (k.where() + "unexpected failure: " + e.what()).c_str());
+  } catch (...) {
+    return k.api->CreateStatus(ORT_FAIL, (k.where() + "unexpected failure").c_str());
+  }
+}
+
+// Everything one RegisterCustomOps call creates; kept until the library is unloaded (ORT holds raw pointers to the
+// domain and ops for as long as sessions made from those options live).
+struct Registration {
+  std::vector<std::unique_ptr<FusedCustomOp>> ops;
+  OrtCustomOpDomain* domain = nullptr;
+  const OrtApi* api = nullptr;
+  ~Registration() {
+    if (domain && api) api->ReleaseCustomOpDomain(domain);
+  }
+};
+std::mutex g_reg_mu;
+std::vector<std::unique_ptr<Registration>>& registrations() {
+  static std::vector<std::unique_ptr<Registration>> r;
+  return r;
+}
+
+// Session config fusedops.allow_tf32 ("0"/"1"), read when the library is registered on the options.
+int read_allow_tf32(const OrtApi* api, const OrtSessionOptions* so, std::string* bad) {
+  int has = 0;
+  OrtStatus* st = api->HasSessionConfigEntry(so, kConfigAllowTf32, &has);
+  if (st) {
+    api->ReleaseStatus(st);
+    return -1;
+  }
+  if (!has) return -1;
+  char buf[64] = {0};
+  size_t size = sizeof buf;
+  st = api->GetSessionConfigEntry(so, kConfigAllowTf32, buf, &size);
+  if (st) {
+    api->ReleaseStatus(st);
+    return -1;
+  }
+  const std::string v(buf);
+  if (v == "0") return 0;
+  if (v == "1") return 1;
+  *bad = v;
+  return -2;
+}
+
+}  // namespace
+
+extern "C" {
+
+FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* base) {
+  const OrtApi* api = base ? base->GetApi(kOrtApiVersion) : nullptr;
+  if (!api) return nullptr;  // ORT older than 1.21: cannot report through a status we cannot create
+  try {
+    std::string bad;
+    const int tf32 = read_allow_tf32(api, options, &bad);
+    if (tf32 == -2)
+      return api->CreateStatus(ORT_INVALID_ARGUMENT,
+                               ("fusedops: session config fusedops.allow_tf32 must be '0' or '1', got '" + bad + "'")
+                                   .c_str());
+    auto reg = std::make_unique<Registration>();
+    reg->api = api;
+    const ONNXTensorElementDataType F = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+                                    H = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
+                                    B = ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+    const std::pair<ONNXTensorElementDataType, ONNXTensorElementDataType> combos[] = {
+        {F, F}, {H, H}, {B, B}, {H, F}, {B, F}};
+    std::vector<bool> eps = {false};
+#ifdef FUSEDOPS_ORT_WITH_CUDA
+    eps.push_back(true);
+#endif
+    for (bool cuda : eps)
+      for (OpKind kind : {OpKind::kGroupNormAct, OpKind::kGemmGroupNormAct})
+        for (const auto& c : combos)
+          reg->ops.push_back(std::make_unique<FusedCustomOp>(OpConfig{kind, c.first, c.second, cuda, tf32}));
+    if (OrtStatus* st = api->CreateCustomOpDomain(kDomain, &reg->domain)) return st;
+    for (auto& op : reg->ops)
+      if (OrtStatus* st = api->CustomOpDomain_Add(reg->domain, &op->base)) return st;
+    if (OrtStatus* st = api->AddCustomOpDomain(options, reg->domain)) return st;
+    std::lock_guard<std::mutex> lk(g_reg_mu);
+    registrations().push_back(std::move(reg));
+    return nullptr;
+  } catch (const std::exception& e) {
+    return api->CreateStatus(ORT_FAIL, (std::string("fusedops: RegisterCustomOps failed: ") + e.what()).c_str());
+  }
+}
+
+// Debug counters: how many times the custom kernels ran (proves ORT used the library, not the function body).
+FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_kernel_calls(void) { return g_cpu_calls.load() + g_cuda_calls.load(); }
+FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cpu_kernel_calls(void) { return g_cpu_calls.load(); }
+FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cuda_kernel_calls(void) { return g_cuda_calls.load(); }
+FUSEDOPS_ORT_EXPORT int fusedops_ort_has_cuda(void) {
+#ifdef FUSEDOPS_ORT_WITH_CUDA
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+}  // extern "C"
