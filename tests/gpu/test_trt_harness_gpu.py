@@ -1,0 +1,145 @@
+"""TensorRT plugins enqueued on the GPU through the headers-only harness, compared with eager PyTorch.
+
+The harness (plugins/trt/harness) walks each plugin through TensorRT's calls and enqueues it on device buffers with
+the output NaN-poisoned; this file writes the inputs (the reference models' own weights and fresh uniform inputs, at
+benchmark and odd sizes), and compares the output with the model in eager PyTorch (TF32 tolerance 1e-2, the models'
+acceptance rule) or with the catalog's float64 reference (strict FP32 1e-4; fp16 / bf16 16-bit bounds).
+Needs a CUDA device, the TensorRT headers and the CUDA kernels (cuBLASLt); skips with the reason otherwise.
+Set FUSEDOPS_TRT_TIMINGS=path.json to collect the enqueue timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from fusedops import catalog
+from fusedops.errors import FusedopsError
+from fusedops.trt_build import harness as H
+
+pytestmark = pytest.mark.gpu
+
+TIMINGS: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="module")
+def build():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if H.tensorrt_include_dir() is None:
+        pytest.skip("TensorRT headers not found; see scripts/get_tensorrt_headers.md")
+    try:
+        b = H.build_harness()
+    except FusedopsError as e:
+        pytest.skip(f"plugin library not buildable here: {e}")
+    if not b.real_kernels:
+        pytest.skip("the CUDA kernels (cuBLASLt) were not built, only the build-phase plugin")
+    yield b
+    path = os.environ.get("FUSEDOPS_TRT_TIMINGS")
+    if path and TIMINGS:
+        with open(path, "w") as f:
+            json.dump(TIMINGS, f, indent=1)
+
+
+def _record(name: str, r: H.HarnessResult, err: float):
+    TIMINGS[name] = {k: r.report[k] for k in ("enqueue_ms_median", "enqueue_ms_min", "workspace_bytes",
+                                              "output_shape") if k in r.report}
+    TIMINGS[name]["max_abs_err"] = err
+    print(f"{name}: {TIMINGS[name]}")
+
+
+# Model 4 at its benchmark size is a 2.2 GB tensor each way; batch 16 keeps the file round trip short while
+# leaving the per-sample shapes (64 x 258 x 258) at benchmark size.
+MODEL_SIZES = [("small", None), ("bench", None)]
+MODELS = ["matmul_groupnorm_leakyrelu_sum", "gemm_groupnorm_min_biasadd", "gemm_biasadd_hardtanh_mish_groupnorm",
+          "convtranspose2d_gelu_groupnorm"]
+
+
+@pytest.mark.parametrize("key", MODELS)
+@pytest.mark.parametrize("size,odd_batch", [("small", None), ("small", 37), ("bench", None), ("bench", 333)])
+def test_model_case_matches_eager(build, tmp_path, key, size, odd_batch):
+    batch = odd_batch
+    if key == "convtranspose2d_gelu_groupnorm" and size == "bench":
+        batch = 16 if odd_batch is None else 3
+    case, finish, eager = H.model_case(key, size, batch=batch, device="cuda", seed=1)
+    r = H.run_case(build, case, tmp_path, enqueue=True, iters=10 if size == "bench" else 0)
+    assert r.ok, (r.report, r.stderr[-2000:])
+    assert not torch.isnan(r.output).any(), "output left unwritten (NaN poison) or NaN produced"
+    got = finish(r.output.to(eager.device))
+    assert got.shape == eager.shape
+    err = (got - eager).abs().max().item()
+    _record(f"{key}/{size}/batch={batch or 'default'}", r, err)
+    torch.testing.assert_close(got, eager, rtol=1e-2, atol=1e-2)
+
+
+def _reference(case: H.HarnessCase, attrs: catalog.FusedAttrs):
+    t = {i.name: i.data.double() for i in case.inputs}
+    extras = [t[k] for k in sorted(t) if k.startswith("extra_")]
+    if case.op == "GroupNormAct":
+        return catalog.group_norm_act_reference(t["X"], t["gamma"], t["beta"], extras, attrs)
+    return catalog.gemm_group_norm_act_reference(t["X"], t["W"], t["B"], t["gamma"], t["beta"], extras, attrs)
+
+
+DTYPE_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape,trans_b,reduce", [((37, 129), 1, ""), ((5, 7, 65), 0, ""), ((37, 129), 1, "mean")])
+def test_gemm_strict_and_16bit_against_float64(build, tmp_path, dtype, shape, trans_b, reduce):
+    g = torch.Generator().manual_seed(7)
+    C, K = 96, shape[-1]
+    attrs = catalog.FusedAttrs(num_groups=6, pre=catalog.parse_chain("add(@0);silu"),
+                               post=catalog.parse_chain("hardtanh(-2,2)"), reduce=reduce, trans_b=trans_b,
+                               allow_tf32=0)
+    x = torch.rand(*shape, generator=g).to(dtype)
+    w = (torch.randn(C, K, generator=g) / K ** 0.5).to(dtype)
+    if not trans_b:
+        w = w.t().contiguous()
+    params = [torch.randn(C, generator=g) for _ in range(4)]
+    inputs = [H.HarnessInput.of("X", x), H.HarnessInput.of("W", w), H.HarnessInput.of("B", params[0]),
+              H.HarnessInput.of("gamma", params[1]), H.HarnessInput.of("beta", params[2]),
+              H.HarnessInput.of("extra_0", params[3])]
+    case = H.HarnessCase("GemmGroupNormAct", H.fields_from_attrs("GemmGroupNormAct", attrs), inputs)
+    r = H.run_case(build, case, tmp_path, enqueue=True)
+    assert r.ok, (r.report, r.stderr[-2000:])
+    ref = _reference(case, attrs)
+    got = r.output.double()
+    assert not torch.isnan(got).any()
+    tol = DTYPE_TOL[dtype]
+    torch.testing.assert_close(got, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.float32, torch.float32), (torch.float16, torch.float32),
+                                               (torch.bfloat16, torch.bfloat16)])
+@pytest.mark.parametrize("shape,reduce", [((3, 12, 17, 19), ""), ((2, 12, 5, 6, 7), "logsumexp"), ((9, 12), "")])
+def test_group_norm_act_against_float64(build, tmp_path, dtype, param_dtype, shape, reduce):
+    g = torch.Generator().manual_seed(11)
+    C = shape[1]
+    attrs = catalog.FusedAttrs(num_groups=4, pre=catalog.parse_chain("gelu"),
+                               post=catalog.parse_chain("mul(@0);leaky_relu(0.1)"), reduce=reduce)
+    x = (torch.randn(*shape, generator=g) * 3 + 1).to(dtype)
+    params = [torch.randn(C, generator=g).to(param_dtype) for _ in range(3)]
+    inputs = [H.HarnessInput.of("X", x), H.HarnessInput.of("gamma", params[0]), H.HarnessInput.of("beta", params[1]),
+              H.HarnessInput.of("extra_0", params[2])]
+    case = H.HarnessCase("GroupNormAct", H.fields_from_attrs("GroupNormAct", attrs), inputs, dynamic="all")
+    r = H.run_case(build, case, tmp_path, enqueue=True)
+    assert r.ok, (r.report, r.stderr[-2000:])
+    got = r.output.double()
+    assert not torch.isnan(got).any()
+    tol = DTYPE_TOL[dtype]
+    torch.testing.assert_close(got, _reference(case, attrs), rtol=tol, atol=tol)
+
+
+def test_enqueue_rejects_bad_runtime_shapes(build, tmp_path):
+    """A runtime shape the kernels cannot take is refused at onShapeChange, logged, and never launched."""
+    attrs = catalog.FusedAttrs(num_groups=4)
+    x = torch.rand(3, 10, 5)  # C = 10 not divisible by 4, hidden from the build phase by a fully dynamic X
+    inputs = [H.HarnessInput.of("X", x), H.HarnessInput.of("gamma", torch.ones(10)),
+              H.HarnessInput.of("beta", torch.zeros(10))]
+    case = H.HarnessCase("GroupNormAct", H.fields_from_attrs("GroupNormAct", attrs), inputs, dynamic="all",
+                         expect_fail="configure")
+    r = H.run_case(build, case, tmp_path, enqueue=True)
+    assert r.ok and "divisible" in " ".join(r.report["plugin_errors"])

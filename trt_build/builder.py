@@ -1,0 +1,597 @@
+"""Build a TensorRT engine from a (fused) ONNX model: ``fusedops build MODEL.onnx --engine OUT.plan``.
+
+The fusedops plugin library is loaded into the builder's plugin registry (``load_library``), so TensorRT's ONNX
+parser maps the ``fusedops`` nodes to the GroupNormAct / GemmGroupNormAct plugins. An optimisation profile is derived
+from the ONNX inputs (dynamic dim 0 = batch, ranging over min/opt/max batch; static dims kept), precision comes from
+one ``--precision`` switch, and built engines are cached by everything that determines them.
+
+Everything that does not need TensorRT (argument checks, profile derivation, precision mapping, cache keys, the
+progress renderer) is plain Python and tested on machines without TensorRT; ``tensorrt`` is imported only to build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from fusedops.errors import FusedopsError
+
+PRECISIONS = ("tf32", "fp32", "fp16", "bf16")
+DEFAULT_WORKSPACE_MB = 4096
+DEFAULT_MAX_BATCH = 1024  # the reference models' benchmark batch
+PLUGIN_LIBRARY_NAME = "libfusedops_trt.so"
+CACHE_FORMAT = 1  # bump when the cache key's meaning changes
+
+Shape = tuple[int, ...]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Precision
+# ---------------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PrecisionPlan:
+    """How one ``--precision`` maps onto a TensorRT builder config.
+
+    set_flags / clear_flags: trt.BuilderFlag member names. required_input_dtype: with strongly typed networks (the
+    only kind TensorRT 11 builds) types come from the model, so fp16 / bf16 need an ONNX model in that type."""
+
+    precision: str
+    set_flags: tuple[str, ...]
+    clear_flags: tuple[str, ...]
+    required_input_dtype: str | None = None
+
+
+def precision_plan(precision: str, trt_major: int) -> PrecisionPlan:
+    precision = (precision or "").lower()
+    if precision not in PRECISIONS:
+        raise FusedopsError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    if precision == "fp32":
+        # Strict FP32: TensorRT's own layers must not use TF32; our plugins follow their allow_tf32 field.
+        return PrecisionPlan("fp32", (), ("TF32",))
+    if precision == "tf32":
+        return PrecisionPlan("tf32", ("TF32",), ())
+    flag = "FP16" if precision == "fp16" else "BF16"
+    if trt_major >= 11:
+        # TensorRT 11 removed the weak-typing precision flags: the network is typed by the ONNX model.
+        return PrecisionPlan(precision, ("TF32",), (), required_input_dtype="float16" if precision == "fp16"
+                             else "bfloat16")
+    return PrecisionPlan(precision, (flag, "TF32"), ())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Optimisation profile from the ONNX inputs
+# ---------------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InputInfo:
+    name: str
+    dims: tuple[int | str | None, ...]  # int: static; str: symbolic (dim_param); None: unknown
+    elem_type: str  # ONNX type name, lower case: "float", "float16", "bfloat16", "undefined"
+
+
+def onnx_inputs(model) -> list[InputInfo]:
+    """The graph's real inputs (initializers listed as inputs are weights, not inputs)."""
+    import onnx
+
+    if isinstance(model, (str, os.PathLike)):
+        model = onnx.load(str(model), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = []
+        for d in tt.shape.dim:
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(int(d.dim_value))
+            elif d.HasField("dim_param") and d.dim_param:
+                dims.append(d.dim_param)
+            else:
+                dims.append(None)
+        out.append(InputInfo(vi.name, tuple(dims), onnx.TensorProto.DataType.Name(tt.elem_type).lower()))
+    return out
+
+
+def parse_shapes_arg(text: str | None) -> dict[str, Shape]:
+    """trtexec-style ``name:1x3x224x224,other:8x16`` → {name: (1, 3, 224, 224), ...}."""
+    out: dict[str, Shape] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, dims = item.rpartition(":")
+        if not sep or not name:
+            raise FusedopsError(f"bad shape {item!r}: expected NAME:D0xD1x...")
+        try:
+            shape = tuple(int(d) for d in dims.split("x"))
+        except ValueError:
+            raise FusedopsError(f"bad shape {item!r}: dimensions must be integers") from None
+        if any(d <= 0 for d in shape):
+            raise FusedopsError(f"bad shape {item!r}: dimensions must be positive")
+        out[name.strip("'\"")] = shape
+    return out
+
+
+def derive_profile(inputs: Sequence[InputInfo], min_batch: int = 1, opt_batch: int | None = None,
+                   max_batch: int | None = None,
+                   shapes: Mapping[str, tuple[Shape, Shape, Shape]] | None = None) -> dict[str, tuple[Shape, Shape, Shape]]:
+    """One optimisation profile: {input name: (min, opt, max)}.
+
+    Dim 0 dynamic (symbolic or unknown) ranges over [min_batch, max_batch] with opt at opt_batch (default max_batch);
+    static dims are kept. A dynamic dim other than 0 needs explicit shapes for that input (``shapes``), else an error
+    names the input and the dim. A static dim 0 fixes the batch of that input."""
+    shapes = dict(shapes or {})
+    min_b, opt_b, max_b = check_batches(min_batch, opt_batch, max_batch)
+    profile: dict[str, tuple[Shape, Shape, Shape]] = {}
+    for inp in inputs:
+        if inp.name in shapes:
+            mn, op, mx = (tuple(int(d) for d in s) for s in shapes.pop(inp.name))
+            if not (len(mn) == len(op) == len(mx) == len(inp.dims)):
+                raise FusedopsError(f"input {inp.name!r} has rank {len(inp.dims)}; the given shapes have ranks "
+                                    f"{len(mn)}/{len(op)}/{len(mx)}")
+            for k, d in enumerate(inp.dims):
+                if isinstance(d, int) and not (mn[k] == op[k] == mx[k] == d):
+                    raise FusedopsError(f"input {inp.name!r} dim {k} is static ({d}) but the given shapes use "
+                                        f"{mn[k]}/{op[k]}/{mx[k]}")
+                if not (0 < mn[k] <= op[k] <= mx[k]):
+                    raise FusedopsError(f"input {inp.name!r} dim {k}: need 0 < min <= opt <= max, got "
+                                        f"{mn[k]}/{op[k]}/{mx[k]}")
+            profile[inp.name] = (mn, op, mx)
+            continue
+        if not inp.dims:
+            profile[inp.name] = ((), (), ())
+            continue
+        mn, op, mx = [], [], []
+        for k, d in enumerate(inp.dims):
+            if isinstance(d, int):
+                mn.append(d), op.append(d), mx.append(d)
+            elif k == 0:
+                mn.append(min_b), op.append(opt_b), mx.append(max_b)
+            else:
+                raise FusedopsError(f"input {inp.name!r} has a dynamic dimension {k} ({d or '?'}) besides the batch; "
+                                    f"give its shapes with --min-shapes/--opt-shapes/--max-shapes "
+                                    f"(e.g. {inp.name}:1x...)")
+        profile[inp.name] = (tuple(mn), tuple(op), tuple(mx))
+    if shapes:
+        raise FusedopsError(f"shapes given for unknown input(s) {', '.join(sorted(shapes))}; the model's inputs are "
+                            f"{', '.join(i.name for i in inputs)}")
+    return profile
+
+
+def check_batches(min_batch: int, opt_batch: int | None, max_batch: int | None) -> tuple[int, int, int]:
+    for name, v in (("min_batch", min_batch), ("opt_batch", opt_batch), ("max_batch", max_batch)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise FusedopsError(f"{name} must be a positive integer, got {v!r}")
+    max_b = max_batch if max_batch is not None else max(DEFAULT_MAX_BATCH, min_batch, opt_batch or 0)
+    opt_b = opt_batch if opt_batch is not None else max_b
+    if not (min_batch <= opt_b <= max_b):
+        raise FusedopsError(f"need min_batch <= opt_batch <= max_batch, got {min_batch} / {opt_b} / {max_b}")
+    return min_batch, opt_b, max_b
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Engine cache
+# ---------------------------------------------------------------------------------------------------------------------
+
+def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def onnx_content_hash(path: str | os.PathLike) -> str:
+    """Hash of the model and its external data files (weights can live beside the .onnx)."""
+    h = hashlib.sha256(bytes.fromhex(file_sha256(path)))
+    try:
+        import onnx
+
+        model = onnx.load(str(path), load_external_data=False)
+        locations = sorted({e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"})
+    except Exception:  # an unreadable model fails later, with the parser's message
+        locations = []
+    for loc in locations:
+        p = Path(path).parent / loc
+        h.update(loc.encode())
+        h.update(bytes.fromhex(file_sha256(p)) if p.is_file() else b"missing")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class CacheKeyParts:
+    onnx_hash: str
+    tensorrt_version: str
+    gpu_name: str
+    compute_capability: str
+    flags: Mapping[str, object]
+    plugin_hash: str
+
+
+def engine_cache_key(parts: CacheKeyParts) -> str:
+    """A stable key over everything that decides the engine's bytes (and whether it runs on this GPU)."""
+    payload = {"format": CACHE_FORMAT, **asdict(parts), "flags": dict(sorted(dict(parts.flags).items()))}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def build_flags(precision: str, profile: Mapping[str, tuple[Shape, Shape, Shape]], workspace_mb: int) -> dict:
+    return {"precision": precision, "profile": {k: [list(s) for s in v] for k, v in sorted(profile.items())},
+            "workspace_mb": int(workspace_mb)}
+
+
+def gpu_identity(device: int = 0) -> tuple[str, str]:
+    """(GPU name, compute capability "9.0") of ``device``; through torch or pycuda, whichever is present."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(device)
+            return p.name, f"{p.major}.{p.minor}"
+    except Exception:
+        pass
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+        d = cuda.Device(device)
+        major, minor = d.compute_capability()
+        return d.name(), f"{major}.{minor}"
+    except Exception as e:
+        raise FusedopsError(f"cannot identify CUDA device {device} (no torch CUDA or pycuda): {e}") from None
+
+
+def default_plugin_library() -> Path | None:
+    """$FUSEDOPS_TRT_PLUGIN, else build/native/lib/libfusedops_trt.so if built."""
+    env = os.environ.get("FUSEDOPS_TRT_PLUGIN")
+    if env:
+        return Path(env)
+    from fusedops.trt_build.harness import native_build_dir
+
+    p = native_build_dir() / "lib" / PLUGIN_LIBRARY_NAME
+    return p if p.is_file() else None
+
+
+def has_fusedops_nodes(onnx_path: str | os.PathLike) -> bool:
+    import onnx
+
+    from fusedops.catalog import DOMAIN
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    return any(n.domain == DOMAIN for n in model.graph.node)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------------------------------------------------
+
+class ProgressRenderer:
+    """Renders TensorRT's nested build phases as rich progress bars (the IProgressMonitor callbacks delegate here).
+
+    Kept free of TensorRT so it can be tested anywhere; ``cancel()`` makes the next step_complete answer False,
+    which asks TensorRT to stop building."""
+
+    def __init__(self, console=None, enabled: bool = True):
+        self.enabled = enabled
+        self._cancel = False
+        self._tasks: dict[str, int] = {}
+        self._parents: dict[str, str | None] = {}
+        self._progress = None
+        self.events: list[tuple] = []
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), console=console, transient=False)
+
+    def __enter__(self):
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.stop()
+        return False
+
+    def cancel(self) -> None:
+        self._cancel = True
+
+    def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+        self.events.append(("start", phase_name, parent_phase, num_steps))
+        depth = 0
+        p = parent_phase
+        while p is not None and p in self._tasks:
+            depth += 1
+            p = self._parents.get(p)
+        self._parents[phase_name] = parent_phase
+        if self._progress is not None:
+            self._tasks[phase_name] = self._progress.add_task("  " * depth + phase_name, total=max(num_steps, 1))
+        else:
+            self._tasks[phase_name] = len(self._tasks)
+
+    def step_complete(self, phase_name: str, step: int) -> bool:
+        self.events.append(("step", phase_name, step))
+        if self._progress is not None and phase_name in self._tasks:
+            self._progress.update(self._tasks[phase_name], completed=step + 1)
+        return not self._cancel
+
+    def phase_finish(self, phase_name: str) -> None:
+        self.events.append(("finish", phase_name))
+        task = self._tasks.pop(phase_name, None)
+        parent = self._parents.pop(phase_name, None)
+        if self._progress is not None and task is not None:
+            if parent is None:  # top-level phases stay on screen, completed; nested ones make room
+                total = self._progress.tasks[[t.id for t in self._progress.tasks].index(task)].total
+                self._progress.update(task, completed=total)
+            else:
+                self._progress.remove_task(task)
+
+
+def make_progress_monitor(trt, renderer: ProgressRenderer):
+    """A trt.IProgressMonitor that forwards to ``renderer`` (TensorRT calls it from its build threads)."""
+
+    class _Monitor(trt.IProgressMonitor):
+        def __init__(self):
+            trt.IProgressMonitor.__init__(self)
+
+        def phase_start(self, phase_name, parent_phase, num_steps):
+            renderer.phase_start(phase_name, parent_phase, num_steps)
+
+        def step_complete(self, phase_name, step):
+            return renderer.step_complete(phase_name, step)
+
+        def phase_finish(self, phase_name):
+            renderer.phase_finish(phase_name)
+
+    return _Monitor()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Build
+# ---------------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class BuildResult:
+    engine_path: Path
+    cache_key: str
+    cached: bool
+    seconds: float
+    precision: str
+    profile: dict
+    tensorrt_version: str
+    plugin_library: str | None
+    metadata_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _import_tensorrt():
+    try:
+        import tensorrt as trt  # noqa: F401
+    except Exception as e:  # ImportError, or a broken install that fails to load its libraries
+        raise FusedopsError(f"TensorRT's Python package is not usable here ({type(e).__name__}: {e}); install "
+                            f"TensorRT 10.x/11.x with its builder (pip install tensorrt) on a machine with a GPU") from None
+    return trt
+
+
+def _trt_major(trt) -> int:
+    try:
+        return int(str(trt.__version__).split(".")[0])
+    except (AttributeError, ValueError):
+        return 10
+
+
+def validate_build_args(onnx_path, engine_path, precision, min_batch, opt_batch, max_batch, workspace_mb,
+                        force) -> tuple[Path, Path]:
+    """The checks that need no TensorRT: paths, precision, batches, workspace."""
+    src = Path(onnx_path)
+    if not src.is_file():
+        raise FusedopsError(f"ONNX model not found: {src}")
+    dst = Path(engine_path)
+    if dst.exists() and not force:
+        raise FusedopsError(f"engine {dst} already exists; pass --force to overwrite it")
+    if dst.exists() and dst.is_dir():
+        raise FusedopsError(f"engine path {dst} is a directory")
+    if (precision or "").lower() not in PRECISIONS:
+        raise FusedopsError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+    check_batches(min_batch, opt_batch, max_batch)
+    if isinstance(workspace_mb, bool) or not isinstance(workspace_mb, int) or workspace_mb <= 0:
+        raise FusedopsError(f"workspace_mb must be a positive integer (MiB), got {workspace_mb!r}")
+    return src, dst
+
+
+def build_engine(onnx_path, engine_path, precision: str = "tf32", min_batch: int = 1, opt_batch: int | None = None,
+                 max_batch: int | None = None, workspace_mb: int = DEFAULT_WORKSPACE_MB, timing_cache=None,
+                 cache_dir=None, plugin_library=None, force: bool = False, progress: bool = True,
+                 shapes: Mapping[str, tuple[Shape, Shape, Shape]] | None = None, device: int = 0,
+                 console=None) -> BuildResult:
+    """Build (or take from the cache) a TensorRT engine for ``onnx_path`` and write it to ``engine_path``.
+
+    precision: tf32 (default; TensorRT's layers may use TF32), fp32 (strict), fp16, bf16 (TensorRT 10: builder
+    flags; TensorRT 11: the ONNX model must already be in that type). Batch: dim 0 of every dynamic-batch input
+    ranges over [min_batch, max_batch] (opt at opt_batch, default max_batch). shapes: explicit (min, opt, max) per
+    input for inputs with other dynamic dims. timing_cache: a file read if present and written after the build.
+    cache_dir: engines cached by (ONNX content hash, TensorRT version, GPU + compute capability, flags, plugin
+    library hash). plugin_library: libfusedops_trt.so (default $FUSEDOPS_TRT_PLUGIN or build/native/lib).
+    force: overwrite engine_path and rebuild even when cached."""
+    t0 = time.perf_counter()
+    src, dst = validate_build_args(onnx_path, engine_path, precision, min_batch, opt_batch, max_batch, workspace_mb,
+                                   force)
+    precision = precision.lower()
+    inputs = onnx_inputs(src)
+    profile = derive_profile(inputs, min_batch, opt_batch, max_batch, shapes)
+
+    plugin = Path(plugin_library) if plugin_library else default_plugin_library()
+    if plugin is not None and not plugin.is_file():
+        raise FusedopsError(f"plugin library not found: {plugin}")
+    if plugin is None and has_fusedops_nodes(src):
+        raise FusedopsError("the model has fusedops nodes but no plugin library was given or built "
+                            f"({PLUGIN_LIBRARY_NAME}); pass --plugin-library or build plugins/ with CMake")
+
+    trt = _import_tensorrt()
+    plan = precision_plan(precision, _trt_major(trt))
+    if plan.required_input_dtype:
+        wrong = [f"{i.name} ({i.elem_type})" for i in inputs
+                 if i.elem_type not in (plan.required_input_dtype, "undefined")]
+        if wrong:
+            raise FusedopsError(f"TensorRT {trt.__version__} builds strongly typed networks: precision {precision} "
+                                f"needs a {plan.required_input_dtype} ONNX model, but input(s) {', '.join(wrong)} "
+                                f"are not; export the model in {plan.required_input_dtype}")
+    gpu_name, cc = gpu_identity(device)
+    key = engine_cache_key(CacheKeyParts(
+        onnx_hash=onnx_content_hash(src), tensorrt_version=str(trt.__version__), gpu_name=gpu_name,
+        compute_capability=cc, flags=build_flags(precision, profile, workspace_mb),
+        plugin_hash=file_sha256(plugin) if plugin else "none"))
+    result = BuildResult(engine_path=dst, cache_key=key, cached=False, seconds=0.0, precision=precision,
+                         profile={k: [list(s) for s in v] for k, v in profile.items()},
+                         tensorrt_version=str(trt.__version__), plugin_library=str(plugin) if plugin else None)
+
+    cached_plan = Path(cache_dir) / f"{key}.plan" if cache_dir else None
+    if cached_plan is not None and cached_plan.is_file() and not force:
+        _atomic_copy(cached_plan, dst)
+        result.cached = True
+        result.seconds = time.perf_counter() - t0
+        result.metadata_path = _write_metadata(result)
+        return result
+
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    if plugin is not None:
+        # Registers the library's creators with the registry the ONNX parser consults (getCreators).
+        builder.get_plugin_registry().load_library(str(plugin))
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(src)):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise FusedopsError(f"TensorRT's ONNX parser rejected {src}: {errors}")
+
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_mb) << 20)
+    for name in plan.set_flags:
+        config.set_flag(getattr(trt.BuilderFlag, name))
+    for name in plan.clear_flags:
+        config.clear_flag(getattr(trt.BuilderFlag, name))
+    opt_profile = builder.create_optimization_profile()
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        if t.name not in profile:
+            raise FusedopsError(f"TensorRT network input {t.name!r} is not an ONNX graph input")
+        mn, op, mx = profile[t.name]
+        opt_profile.set_shape(t.name, mn, op, mx)
+    config.add_optimization_profile(opt_profile)
+
+    cache_obj = None
+    if timing_cache:
+        tc_path = Path(timing_cache)
+        data = tc_path.read_bytes() if tc_path.is_file() else b""
+        cache_obj = config.create_timing_cache(data)
+        config.set_timing_cache(cache_obj, ignore_mismatch=False)
+
+    renderer = ProgressRenderer(console=console, enabled=bool(progress))
+    if progress and hasattr(trt, "IProgressMonitor"):
+        config.progress_monitor = make_progress_monitor(trt, renderer)
+    with renderer:
+        serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise FusedopsError(f"TensorRT could not build an engine for {src} (see the log above)")
+
+    data = memoryview(serialized)
+    _atomic_write(dst, data)
+    if cached_plan is not None:
+        cached_plan.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(cached_plan, data)
+    if cache_obj is not None:
+        _atomic_write(Path(timing_cache), memoryview(cache_obj.serialize()))
+    result.seconds = time.perf_counter() - t0
+    result.metadata_path = _write_metadata(result)
+    return result
+
+
+def _atomic_write(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _atomic_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def _write_metadata(result: BuildResult) -> Path:
+    """<engine>.json beside the engine: how it was built (runtime.py reads the plugin library path from it)."""
+    meta = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(result).items() if k != "metadata_path"}
+    path = result.engine_path.with_name(result.engine_path.name + ".json")
+    path.write_text(json.dumps(meta, indent=1))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CLI wiring (the `fusedops build` subcommand is owned by the CLI; these two functions are its interface)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def add_build_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("onnx", help="ONNX model (fused: fusedops nodes become TensorRT plugins)")
+    parser.add_argument("--engine", required=True, help="output engine (.plan)")
+    parser.add_argument("--precision", default="tf32", choices=PRECISIONS,
+                        help="tf32 (default), fp32 (strict), fp16, bf16")
+    parser.add_argument("--min-batch", type=int, default=1, help="smallest batch of the optimisation profile")
+    parser.add_argument("--opt-batch", type=int, default=None, help="batch TensorRT tunes for (default: max batch)")
+    parser.add_argument("--max-batch", type=int, default=None,
+                        help=f"largest batch of the optimisation profile (default {DEFAULT_MAX_BATCH})")
+    parser.add_argument("--min-shapes", default=None, help="trtexec style: name:1x3x32x32[,name2:...]")
+    parser.add_argument("--opt-shapes", default=None, help="trtexec style, as --min-shapes")
+    parser.add_argument("--max-shapes", default=None, help="trtexec style, as --min-shapes")
+    parser.add_argument("--workspace-mb", type=int, default=DEFAULT_WORKSPACE_MB, help="workspace limit in MiB")
+    parser.add_argument("--timing-cache", default=None, help="timing cache file (read if present, then updated)")
+    parser.add_argument("--cache-dir", default=None, help="engine cache folder")
+    parser.add_argument("--plugin-library", default=None,
+                        help=f"{PLUGIN_LIBRARY_NAME} (default: $FUSEDOPS_TRT_PLUGIN or build/native/lib)")
+    parser.add_argument("--force", action="store_true", help="overwrite the engine and ignore the cache")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def shapes_from_args(min_shapes: str | None, opt_shapes: str | None,
+                     max_shapes: str | None) -> dict[str, tuple[Shape, Shape, Shape]] | None:
+    mins, opts, maxs = parse_shapes_arg(min_shapes), parse_shapes_arg(opt_shapes), parse_shapes_arg(max_shapes)
+    if not (mins or opts or maxs):
+        return None
+    names = set(mins) | set(opts) | set(maxs)
+    out = {}
+    for n in sorted(names):
+        mn = mins.get(n) or opts.get(n) or maxs.get(n)
+        mx = maxs.get(n) or opts.get(n) or mins.get(n)
+        op = opts.get(n) or mx
+        out[n] = (mn, op, mx)
+    return out
+
+
+def build_from_args(args: argparse.Namespace) -> BuildResult:
+    return build_engine(
+        args.onnx, args.engine, precision=args.precision, min_batch=args.min_batch, opt_batch=args.opt_batch,
+        max_batch=args.max_batch, workspace_mb=args.workspace_mb, timing_cache=args.timing_cache,
+        cache_dir=args.cache_dir, plugin_library=args.plugin_library, force=args.force,
+        progress=not args.no_progress,
+        shapes=shapes_from_args(args.min_shapes, args.opt_shapes, args.max_shapes))
