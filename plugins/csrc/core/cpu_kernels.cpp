@@ -177,8 +177,10 @@ void groupnorm_reduce(const fusedops_groupnorm_desc& d, const void* x, const Cha
 // Epilogue of one GEMM row z[0..C): bias, pre, GroupNorm over contiguous channel groups, post, reduce/store.
 void gemm_row_epilogue(const fusedops_groupnorm_desc& d, const ChannelParams& p, float* z, int64_t row, void* y) {
   const int64_t C = d.C, G = d.num_groups, cpg = C / G;
-  const float* bias = p.bias.data();
-  for (int64_t c = 0; c < C; ++c) z[c] += bias[c];
+  if (!p.bias.empty()) {  // bias is optional in the ABI (NULL = none)
+    const float* bias = p.bias.data();
+    for (int64_t c = 0; c < C; ++c) z[c] += bias[c];
+  }
   fusedops::cpu::apply_chain(d.pre, z, C, p.ex, 0, true);
   for (int64_t g = 0; g < G; ++g) {
     float* v = z + g * cpg;
@@ -311,8 +313,8 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_cpu(const fusedops_gemm_desc* d, co
   int32_t used = 0;
   rc = check_run_args(d->gn, x, gamma, beta, extras, num_extras, y, &used, err, err_len);
   if (rc) return rc;
-  if (!w || !bias) {
-    set_err(err, err_len, "null pointer among W, bias");
+  if (!w) {
+    set_err(err, err_len, "W is NULL");
     return FUSEDOPS_ERR_INVALID_ARGUMENT;
   }
   try {

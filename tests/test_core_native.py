@@ -1,0 +1,302 @@
+"""The native core (plugins/csrc/core) through the C ABI: chain parser vs the catalog's, descriptor checks, and the
+CPU kernels vs the catalog's float64 reference over chains, reductions, ranks and dtypes (outputs NaN-poisoned first).
+
+Builds libfusedops.so with CMake (scripts/get_native_deps.sh fetches Eigen when missing); skips with the reason when
+no compiler / cmake / headers are available.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from fusedops import catalog
+from fusedops.errors import FusedopsError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def abi():
+    if shutil.which("cmake") is None or shutil.which("c++") is None:
+        pytest.skip("cmake or a C++ compiler is not available to build the native core")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "get_native_deps.sh")], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
+    from fusedops.plugins import abi as abi_mod, native
+
+    native.build(cuda="auto", targets=["fusedops"])
+    abi_mod.load()
+    return abi_mod
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Parser: accepts exactly what the catalog accepts, with the same steps / parameters
+# ---------------------------------------------------------------------------------------------------------------------
+
+GOOD_CHAINS = [
+    "", "   ", "relu", "relu()", " relu ; mish ", "add(@0);hardtanh(-1,1);mish", "leaky_relu(0.2);mul(2)",
+    "leaky_relu", "swish", "clip(0,6)", "clip(-inf, inf)", "hardtanh(-2)", "hardsigmoid", "hardsigmoid(0.2,0.5)",
+    "softplus(2,10)", "gelu;gelu_tanh;sigmoid;silu;tanh;hardswish", "sub(1.5e-3)", "div(@7)", "rsub(+1)",
+    "rdiv(.5)", "mul(1E+2)", "add(-inf)", "add(@01)", "add ( 3 )", "mul(1e400)", "mul(-0.)", "relu\t;\tgelu",
+    ";".join(["relu"] * 16),
+]
+BAD_CHAINS = [
+    "relu;", ";relu", "relu;;gelu", "Relu", "relu2", "foo", "add", "add()", "add(1,2)", "relu(1)", "leaky_relu(1,2)",
+    "hardtanh(1,2,3)", "add(@8)", "add(@)", "add(@x)", "add(@-1)", "mul(nan)", "mul(inf1)", "mul(1e)", "mul(.)",
+    "mul(1 .5)", "mul(--1)", "hardtanh(,1)", "add((1))", "add(1))", "relu)", "relu(", "mish(", "gelu(1", "add(0x10)",
+    ";".join(["relu"] * 17), "add(1\n)", "add(Inf)", "add(@99999999999999999999)",
+]
+
+
+def _native_steps(ch) -> list[tuple]:
+    return [(ch.steps[i].op, ch.steps[i].operand, ch.steps[i].a, ch.steps[i].b) for i in range(ch.num_steps)]
+
+
+def _f32(v: float) -> float:
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
+def _catalog_steps(text: str) -> list[tuple]:
+    out = []
+    for s in catalog.parse_chain(text):
+        if s.kind.binary:
+            if isinstance(s.operand, int) and not isinstance(s.operand, bool):
+                out.append((s.kind.code, s.operand, 0.0, 0.0))
+            else:
+                out.append((s.kind.code, -1, _f32(s.operand), 0.0))
+        else:
+            p = list(s.params) + [0.0, 0.0]
+            out.append((s.kind.code, -1, _f32(p[0]), _f32(p[1])))
+    return out
+
+
+@pytest.mark.parametrize("text", GOOD_CHAINS)
+def test_parser_accepts_what_the_catalog_accepts(abi, text):
+    want = _catalog_steps(text)
+    got = _native_steps(abi.parse_chain(text))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g[:2] == w[:2]
+        for a, b in zip(g[2:], w[2:]):
+            assert a == b or (math.isnan(a) and math.isnan(b)), (text, got, want)
+
+
+@pytest.mark.parametrize("text", BAD_CHAINS)
+def test_parser_rejects_what_the_catalog_rejects(abi, text):
+    with pytest.raises(catalog.CatalogError):
+        catalog.parse_chain(text)
+    with pytest.raises(FusedopsError) as ei:
+        abi.parse_chain(text)
+    msg = str(ei.value)
+    assert "fusedops_parse_chain" in msg and len(msg) > len("fusedops_parse_chain: ") + 10
+
+
+def test_parser_error_names_the_bad_step(abi):
+    with pytest.raises(FusedopsError, match="frobnicate"):
+        abi.parse_chain("relu;frobnicate(2)")
+    with pytest.raises(FusedopsError, match="malformed number '1x'.*hardtanh"):
+        abi.parse_chain("hardtanh(1x)")
+    with pytest.raises(FusedopsError, match="17 steps"):
+        abi.parse_chain(";".join(["relu"] * 17))
+
+
+@pytest.mark.parametrize("text,code", [("", 0), ("min", 1), ("max", 2), ("sum", 3), ("mean", 4),
+                                       ("logsumexp", 5), (" max ", 2), ("avg", None), ("MIN", None)])
+def test_parse_reduce_matches_catalog(abi, text, code):
+    lib = abi.load()
+    out, err = ctypes.c_int32(-7), ctypes.create_string_buffer(256)
+    rc = lib.fusedops_parse_reduce(text.encode(), ctypes.byref(out), err, 256)
+    if code is None:
+        with pytest.raises(catalog.CatalogError):
+            catalog.parse_reduce(text)
+        assert rc == abi.ERR_INVALID_ARGUMENT and b"unknown reduce" in err.value
+    else:
+        assert catalog.REDUCE_CODES[catalog.parse_reduce(text)] == code
+        assert rc == abi.OK and out.value == code
+
+
+def test_num_extras(abi):
+    lib = abi.load()
+    pre, post = abi.parse_chain("add(@2);mul(3)"), abi.parse_chain("sub(@5)")
+    assert lib.fusedops_num_extras(ctypes.byref(pre), ctypes.byref(post)) == 6
+    empty = abi.parse_chain("")
+    assert lib.fusedops_num_extras(ctypes.byref(empty), ctypes.byref(empty)) == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Descriptor checks
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _gn_desc(abi, **kw):
+    a = catalog.parse_attrs("GroupNormAct", {"num_groups": kw.pop("G", 4), "pre": kw.pop("pre", ""),
+                                             "post": kw.pop("post", "")})
+    d = abi.groupnorm_desc(a, kw.pop("N", 2), kw.pop("C", 8), kw.pop("S", 3), torch.float32, torch.float32)
+    for k, v in kw.items():
+        setattr(d, k, v)
+    return d
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("N", 0, "must all be positive"), ("C", -1, "must all be positive"), ("S", 0, "must all be positive"),
+    ("num_groups", 3, "not divisible by num_groups=3"), ("num_groups", 0, "num_groups must be positive"),
+    ("epsilon", -1e-5, "epsilon"), ("epsilon", float("inf"), "epsilon"), ("epsilon", float("nan"), "epsilon"),
+    ("reduce", 9, "reduce"), ("x_dtype", 7, "x_dtype"), ("param_dtype", -1, "param_dtype"),
+])
+def test_groupnorm_check_rejects(abi, field, value, needle):
+    lib = abi.load()
+    d = _gn_desc(abi, **{field: value})
+    err = ctypes.create_string_buffer(256)
+    rc = lib.fusedops_groupnorm_act_check(ctypes.byref(d), err, 256)
+    assert rc in (abi.ERR_INVALID_ARGUMENT, abi.ERR_UNSUPPORTED)
+    assert needle in err.value.decode()
+
+
+def test_checks_accept_valid_and_gemm_specific_fields(abi):
+    lib = abi.load()
+    err = ctypes.create_string_buffer(256)
+    d = _gn_desc(abi)
+    assert lib.fusedops_groupnorm_act_check(ctypes.byref(d), err, 256) == abi.OK
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": 4})
+    g = abi.gemm_desc(a, 3, 8, 5, torch.float32, torch.float32, 1)
+    assert lib.fusedops_gemm_groupnorm_act_check(ctypes.byref(g), err, 256) == abi.OK
+    for field, value, needle in [("K", 0, "K=0"), ("trans_b", 2, "trans_b"), ("allow_tf32", 5, "allow_tf32")]:
+        g2 = abi.gemm_desc(a, 3, 8, 5, torch.float32, torch.float32, 1)
+        setattr(g2, field, value)
+        assert lib.fusedops_gemm_groupnorm_act_check(ctypes.byref(g2), err, 256) == abi.ERR_INVALID_ARGUMENT
+        assert needle in err.value.decode()
+    g.gn.S = 4
+    assert lib.fusedops_gemm_groupnorm_act_check(ctypes.byref(g), err, 256) == abi.ERR_INVALID_ARGUMENT
+
+
+def test_run_rejects_missing_extras_and_cuda_stub(abi):
+    lib = abi.load()
+    d = _gn_desc(abi, pre="add(@1)")
+    x = torch.randn(2, 8, 3)
+    g, b, y = torch.ones(8), torch.zeros(8), torch.empty(2, 8, 3)
+    err = ctypes.create_string_buffer(256)
+    extras = (ctypes.c_void_p * 1)(torch.ones(8).data_ptr())
+    rc = lib.fusedops_groupnorm_act_cpu(ctypes.byref(d), x.data_ptr(), g.data_ptr(), b.data_ptr(), extras, 1,
+                                        y.data_ptr(), err, 256)
+    assert rc == abi.ERR_INVALID_ARGUMENT and "reference 2 extra input(s), got 1" in err.value.decode()
+    if not abi.has_cuda():
+        rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), None, None, None, None, 0, None, None, 0, None,
+                                             err, 256)
+        assert rc == abi.ERR_NOT_BUILT and "without CUDA" in err.value.decode()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CPU kernels vs the float64 reference
+# ---------------------------------------------------------------------------------------------------------------------
+
+TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (1e-2, 1e-2), torch.bfloat16: (6e-2, 6e-2)}
+
+GN_CASES = [
+    # shape, groups, pre, post, reduce
+    ((3, 12, 14, 18), 4, "gelu", "", ""),
+    ((2, 6, 5), 3, "add(@0);hardtanh(-1,1);mish", "leaky_relu(0.2);mul(2)", ""),
+    ((4, 16), 4, "", "relu", ""),
+    ((2, 8, 3, 4, 5), 2, "sub(@1)", "silu;div(@0)", ""),
+    ((2, 12, 7, 9), 3, "", "", "min"),
+    ((2, 12, 7, 9), 6, "relu", "sigmoid", "logsumexp"),
+    ((3, 10, 300), 5, "", "tanh", "sum"),
+    ((3, 10, 300), 1, "softplus(2,10)", "hardswish", "mean"),
+    ((2, 4, 2000), 2, "gelu_tanh", "hardsigmoid", "max"),
+    ((1, 32, 64, 40), 8, "mul(3);add(100)", "clip(-2,inf)", ""),  # large mean: stable statistics
+]
+
+
+def _rand(shape, dtype, gen, scale=1.0, shift=0.0):
+    return (torch.randn(*shape, generator=gen, dtype=torch.float64) * scale + shift).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", GN_CASES, ids=lambda c: f"{c[0]}-{c[2] or '_'}-{c[3] or '_'}-{c[4] or '_'}")
+def test_groupnorm_act_cpu_matches_float64_reference(abi, case, dtype):
+    shape, G, pre, post, reduce = case
+    gen = torch.Generator().manual_seed(hash(case) % 2**31)
+    a = catalog.parse_attrs("GroupNormAct", {"num_groups": G, "pre": pre, "post": post, "reduce": reduce})
+    C = shape[1]
+    x = _rand(shape, dtype, gen, 2.0, 0.5)
+    gamma, beta = _rand((C,), dtype, gen, 1.0, 1.0), _rand((C,), dtype, gen)
+    extras = [_rand((C,), dtype, gen).abs() + 0.5 for _ in range(a.num_extras)]
+    ref = catalog.group_norm_act_reference(x.double(), gamma.double(), beta.double(), [e.double() for e in extras], a)
+    out = torch.full(ref.shape, float("nan"), dtype=dtype)
+    y = abi.groupnorm_act_cpu(x, gamma, beta, extras, a, out=out)
+    assert y.data_ptr() == out.data_ptr() and not torch.isnan(y).any()
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(y.double(), ref.to(dtype).double(), rtol=rtol, atol=atol)
+
+
+GEMM_CASES = [
+    # M, K, C, groups, pre, post, reduce, trans_b
+    (12, 96, 160, 10, "", "leaky_relu;mul(2)", "", 1),       # model 1 structure
+    (12, 96, 160, 10, "", "", "min", 1),                      # model 2
+    (12, 96, 160, 5, "add(@0);hardtanh;mish", "", "", 1),     # model 3
+    (1, 33, 24, 4, "", "gelu", "", 1),                        # batch 1: column-split GEMM
+    (3, 50, 40, 8, "relu", "", "logsumexp", 0),               # W as (K, C)
+    (67, 70, 48, 6, "mul(@1)", "sub(@0)", "sum", 0),          # odd sizes, row blocks
+    (9, 128, 4096, 2, "", "", "mean", 1),                     # groups of 2048 channels
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: f"M{c[0]}K{c[1]}C{c[2]}-{c[6] or '_'}-tb{c[7]}")
+def test_gemm_groupnorm_act_cpu_matches_float64_reference(abi, case, dtype):
+    M, K, C, G, pre, post, reduce, trans_b = case
+    gen = torch.Generator().manual_seed(hash(case) % 2**31)
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": G, "pre": pre, "post": post, "reduce": reduce,
+                                                 "trans_b": trans_b})
+    x = torch.rand(M, K, generator=gen, dtype=torch.float64).to(dtype)
+    w = (_rand((C, K) if trans_b else (K, C), torch.float64, gen) / math.sqrt(K)).to(dtype)
+    b = _rand((C,), dtype, gen)
+    gamma, beta = _rand((C,), dtype, gen, 1.0, 1.0), _rand((C,), dtype, gen)
+    extras = [_rand((C,), dtype, gen).abs() + 0.5 for _ in range(a.num_extras)]
+    ref = catalog.gemm_group_norm_act_reference(x.double(), w.double(), b.double(), gamma.double(), beta.double(),
+                                                [e.double() for e in extras], a)
+    out = torch.full(ref.shape, float("nan"), dtype=dtype)
+    y = abi.gemm_groupnorm_act_cpu(x, w, b, gamma, beta, extras, a, out=out)
+    assert not torch.isnan(y).any()
+    rtol, atol = TOL[dtype]
+    if dtype == torch.float32:
+        rtol, atol = 1e-4, 1e-4  # K-long float32 dot products vs float64
+    torch.testing.assert_close(y.double(), ref.to(dtype).double(), rtol=rtol, atol=atol)
+
+
+def test_gemm_rank3_rows_and_mixed_param_dtype(abi):
+    """X of rank 3 is a batch of rows; float32 parameters with float16 X (param_dtype differs)."""
+    gen = torch.Generator().manual_seed(5)
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": 4, "post": "relu"})
+    x = torch.rand(2, 5, 16, generator=gen).half()
+    w = (torch.randn(8, 16, generator=gen) / 4).half()
+    b, g, bt = torch.randn(8, generator=gen), torch.rand(8, generator=gen) + 0.5, torch.randn(8, generator=gen)
+    ref = catalog.gemm_group_norm_act_reference(x.double(), w.double(), b.double(), g.double(), bt.double(), [], a)
+    y = abi.gemm_groupnorm_act_cpu(x.reshape(10, 16), w, b, g, bt, [], a)
+    torch.testing.assert_close(y.reshape(2, 5, 8).double(), ref.half().double(), rtol=1e-2, atol=1e-2)
+
+
+def test_nan_and_inf_propagate(abi):
+    a = catalog.parse_attrs("GroupNormAct", {"num_groups": 2, "post": "relu", "reduce": "max"})
+    x = torch.randn(3, 4, 5)
+    x[1, 0, 2] = float("nan")
+    ref = catalog.group_norm_act_reference(x.double(), torch.ones(4).double(), torch.zeros(4).double(), [], a)
+    y = abi.groupnorm_act_cpu(x, torch.ones(4), torch.zeros(4), [], a)
+    assert torch.equal(torch.isnan(y), torch.isnan(ref))  # the NaN poisons its whole group of sample 1 only
+    torch.testing.assert_close(y[0].double(), ref[0], rtol=2e-5, atol=2e-5)
+
+
+def test_repeated_calls_are_deterministic(abi):
+    """The thread pool splits work the same way every call: identical bits."""
+    gen = torch.Generator().manual_seed(1)
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": 8, "post": "mish", "reduce": "sum"})
+    x, w = torch.rand(64, 200, generator=gen), torch.randn(256, 200, generator=gen) / 15
+    b, g, bt = torch.randn(256, generator=gen), torch.ones(256), torch.zeros(256)
+    ys = [abi.gemm_groupnorm_act_cpu(x, w, b, g, bt, [], a) for _ in range(3)]
+    assert all(torch.equal(ys[0], y) for y in ys[1:])
