@@ -29,8 +29,8 @@ while [[ $# -gt 0 ]]; do
 done
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-$py -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || {
-  tail -20 "$out/install.log"; exit 1; }
+$py -m pip install -q --no-deps --no-build-isolation -e . >/tmp/fusedops_install.log 2>&1 || {
+  tail -20 /tmp/fusedops_install.log; exit 1; }
 
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 eigen=${EIGEN_INCLUDE_DIR:-$root/third_party/eigen3}
@@ -47,7 +47,14 @@ if ! build_lib plugins >"$out/build.log" 2>&1; then
   src=$(mktemp -d)/plugins
   mkdir -p "$src" && cp -r plugins/CMakeLists.txt plugins/csrc plugins/include "$src"/
   rm -rf build/native
-  build_lib "$src" >>"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  if ! build_lib "$src" >>"$out/build.log" 2>&1; then
+    # cublasGetStatusString lives in libcublas, not libcublasLt: link it explicitly if the sources call it.
+    grep -q "undefined reference to .cublasGetStatusString" "$out/build.log" || { tail -40 "$out/build.log"; exit 1; }
+    echo "retrying with -lcublas (cublasGetStatusString)" | tee -a "$out/build.log"
+    cmake_flags+=(-DCMAKE_CXX_STANDARD_LIBRARIES=-lcublas)
+    rm -rf build/native
+    build_lib "$src" >>"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  fi
 fi
 echo "native build: $((SECONDS - t0)) s"
 
