@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from .errors import FusedopsError
-from .verify import BACKENDS, BackendResult, RunContext, run_backend
+from .verify import BACKENDS, TOLERANCES, BackendResult, RunContext, run_backend
 
 
 def _default_size() -> str:
@@ -27,7 +27,8 @@ def run_demo(models: list[str] | None = None, backends: list[str] | None = None,
     from .pipeline import export_unfused_and_fused
     from .models import REGISTRY, get_entry
 
-    console = console or Console()
+    # Not a terminal (CI logs, pipes): a fixed wide table rather than 80 folded columns.
+    console = console or Console(width=None if Console().is_terminal else 150)
     size = size or _default_size()
     try:
         entries = [get_entry(m) for m in models] if models else list(REGISTRY.values())
@@ -71,6 +72,8 @@ def run_demo(models: list[str] | None = None, backends: list[str] | None = None,
             tmp.cleanup()
 
     console.print(render_table(results, size))
+    console.print("tolerances vs eager PyTorch: " + "; ".join(
+        f"{name} atol={t['atol']:g} rtol={t['rtol']:g}" for name, t in TOLERANCES.items()))
     ran = [r for r in results if r.ok is not None]
     failed = [r for r in ran if not r.ok]
     console.print(f"{len(ran)} run, {len(ran) - len(failed)} passed, {len(failed)} failed, "
