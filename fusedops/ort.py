@@ -25,6 +25,7 @@ from .errors import FusedopsError
 
 LIBRARY_NAME = "fusedops_ort"
 CONFIG_ALLOW_TF32 = "fusedops.allow_tf32"
+_CONFIG_REGISTERED = "fusedops.library_registered"
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _lock = threading.Lock()
 _counter_lib: ctypes.CDLL | None = None
@@ -64,6 +65,13 @@ def _ort():
     return ort
 
 
+def _config_entry(so, key: str) -> str | None:
+    try:
+        return so.get_session_config_entry(key)
+    except Exception:  # onnxruntime raises when the key is absent
+        return None
+
+
 def available_providers() -> list[str]:
     return list(_ort().get_available_providers())
 
@@ -81,13 +89,18 @@ def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool
     lib = library_path()
     so = sess_options if sess_options is not None else ort.SessionOptions()
     # The library reads the config entry when it is registered, so set it first.
-    so.add_session_config_entry(CONFIG_ALLOW_TF32, "1" if allow_tf32 else "0")
-    if not getattr(so, "_fusedops_registered", False):
+    want = "1" if allow_tf32 else "0"
+    # One registration per options object (a second would add the domain twice); a config entry marks it with the
+    # precision it was registered with, since the pybind SessionOptions takes no Python attributes.
+    registered = _config_entry(so, _CONFIG_REGISTERED)
+    if registered is None:
+        if _config_entry(so, CONFIG_ALLOW_TF32) != want:
+            so.add_session_config_entry(CONFIG_ALLOW_TF32, want)
         so.register_custom_ops_library(str(lib))
-        try:
-            so._fusedops_registered = True
-        except AttributeError:  # pragma: no cover - pybind objects without a __dict__
-            pass
+        so.add_session_config_entry(_CONFIG_REGISTERED, want)
+    elif registered != want:
+        raise FusedopsError(f"these SessionOptions already carry the fusedops library with allow_tf32="
+                            f"{registered == '1'}; use a new SessionOptions for allow_tf32={allow_tf32}")
     if providers is None:
         avail = ort.get_available_providers()
         providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in avail]
