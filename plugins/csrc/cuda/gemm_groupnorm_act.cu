@@ -249,7 +249,8 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_cuda(const fusedops_gemm_desc* d, c
   if (!bias_in_gemm) {
     ds = &descs_plain;
     ls = make_descs(*d, false, nullptr, descs_plain, &what);
-    if (ls == CUBLAS_STATUS_SUCCESS) ls = choose_algo(h, device, *d, false, x, w, nullptr, dbuf, descs_plain, &algo, &what);
+    if (ls == CUBLAS_STATUS_SUCCESS)
+      ls = choose_algo(h, device, *d, false, x, w, nullptr, dbuf, descs_plain, &algo, &what);
     if (ls != CUBLAS_STATUS_SUCCESS)
       return set_error(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: %s: %s", what, cublasGetStatusString(ls));
     if (!algo.found)

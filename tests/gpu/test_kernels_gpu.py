@@ -1,0 +1,424 @@
+"""CUDA kernels behind the C ABI (plugins/csrc/cuda), called through plugins/abi.py.
+
+Every run writes into an output poisoned with NaN, on fresh random inputs, and is compared with the catalog's
+reference evaluated in float64 on the CPU (and, where the precision is not float32, with eager PyTorch in the same
+precision on the GPU).
+
+Tolerances (rtol = atol, against the float64 reference):
+  float32 GroupNorm and strict-FP32 GEMM: 1e-4 (float32 statistics and transcendental functions: a few ulp of O(1)
+  outputs, amplified by 1/std of the group).
+  TF32 GEMM: 1e-2 (10-bit mantissa operands; the reference models' own acceptance rule).
+  float16 / bfloat16: our max error must not exceed 1.5x eager PyTorch's max error in the same dtype plus one output
+  ulp at |y| ~ 4 (2^-8 for fp16, 2^-5 for bf16): the output rounding alone is 0.5 ulp, and both implementations
+  round the same float32 math differently by up to one ulp.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fusedops import catalog
+from fusedops.errors import FusedopsError
+
+pytestmark = pytest.mark.gpu
+
+try:
+    from fusedops.plugins import abi
+
+    _LIB_ERR = None if abi.has_cuda() else "libfusedops was built without CUDA kernels"
+except Exception as e:  # noqa: BLE001 - any failure to load the library is a reason to skip
+    abi = None
+    _LIB_ERR = f"fusedops native library not loadable: {e}"
+
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
+if _LIB_ERR:
+    pytest.skip(f"needs the fusedops CUDA library: {_LIB_ERR} (run `fusedops build-native`)",
+                allow_module_level=True)
+
+DEV = torch.device("cuda")
+TOL32 = 1e-4
+ULP16 = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def attrs(op="GroupNormAct", **kw) -> catalog.FusedAttrs:
+    return catalog.parse_attrs(op, kw)
+
+
+def params(C: int, n_extra: int, seed: int, dtype=torch.float32):
+    g = gen(seed)
+    gamma = torch.rand(C, generator=g) + 0.5
+    beta = torch.randn(C, generator=g) * 0.5
+    extras = [torch.randn(C, generator=g) for _ in range(n_extra)]
+    return [t.to(DEV, dtype) for t in [gamma, beta, *extras]]
+
+
+def poisoned(shape, dtype) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype, device=DEV)
+
+
+def run_gn(x, gamma, beta, extras, a):
+    out = poisoned(catalog.output_shape("GroupNormAct", tuple(x.shape), a), x.dtype)
+    y = abi.groupnorm_act_cuda(x, gamma, beta, extras, a, out=out)
+    assert y is out
+    return y
+
+
+def ref_gn(x, gamma, beta, extras, a):
+    d = lambda t: t.detach().cpu().double()  # noqa: E731
+    return catalog.group_norm_act_reference(d(x), d(gamma), d(beta), [d(e) for e in extras], a)
+
+
+def assert_close(got, want, tol, what=""):
+    got = got.detach().cpu().double()
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True, msg=lambda m: f"{what}\n{m}")
+
+
+def check_gn(shape, G, pre="", post="", reduce="", seed=0, scale=2.0, shift=0.3, n_extra=2, tol=TOL32):
+    x = (torch.randn(*shape, generator=gen(seed)) * scale + shift).to(DEV)
+    gamma, beta, *extras = params(shape[1], n_extra, seed + 1)
+    a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
+    got = run_gn(x, gamma, beta, extras, a)
+    assert not torch.isnan(got).any(), "NaN left in the output: some element was not written"
+    assert_close(got, ref_gn(x, gamma, beta, extras, a), tol, f"{shape} G={G} pre={pre!r} post={post!r} {reduce}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GroupNormAct
+# ---------------------------------------------------------------------------------------------------------------------
+
+STEP_CASES = []
+for _name, _kind in catalog.STEP_KINDS.items():
+    if _kind.binary:
+        STEP_CASES += [f"{_name}(1.5)", f"{_name}(@0)"] if _name not in ("div", "rdiv") else [f"{_name}(@1)"]
+    else:
+        STEP_CASES.append(_name)
+STEP_CASES += ["leaky_relu(0.2)", "hardtanh(-0.5,inf)", "softplus(2,3)", "hardsigmoid(0.3,0.4)"]
+
+
+@pytest.mark.parametrize("where", ["pre", "post"])
+@pytest.mark.parametrize("step", STEP_CASES)
+def test_every_step_alone(step, where):
+    # extra 1 is kept away from 0 so that div / rdiv operands are well conditioned.
+    x = (torch.randn(3, 12, 5, 7, generator=gen(1)) * 2 + 0.3).to(DEV)
+    gamma, beta, e0, e1 = params(12, 2, 2)
+    e1 = e1.sign() * (e1.abs() + 1) if step.startswith("div") else e1.abs() + 1
+    a = attrs(num_groups=4, **{where: step})
+    assert_close(run_gn(x, gamma, beta, [e0, e1], a), ref_gn(x, gamma, beta, [e0, e1], a), TOL32, step)
+
+
+CHAINS = [
+    ("gelu", "", ""),
+    ("add(@0);hardtanh(-1,1);mish", "", ""),
+    ("", "leaky_relu(0.01);mul(2)", ""),
+    ("", "", "min"),
+    ("", "add(@1)", "min"),
+    ("tanh", "silu", "max"),
+    ("", "hardswish", "sum"),
+    ("mul(@0)", "gelu_tanh", "mean"),
+    ("", "sigmoid;mul(3)", "logsumexp"),
+]
+SHAPES = [  # (shape, G): ranks 2-5, batch 1 / 3 / 1000, C = 7*3, one channel a group, one group
+    ((3, 24), 4), ((1, 21), 7), ((1000, 21), 21), ((3, 21, 17), 3), ((1, 8, 33), 1), ((3, 16, 9, 11), 16),
+    ((1000, 6, 5), 2), ((2, 6, 3, 5, 7), 3), ((1, 4, 2, 3, 4), 1), ((2, 12, 8, 8), 4),
+]
+
+
+@pytest.mark.parametrize("chain", CHAINS, ids=lambda c: "|".join(c) or "plain")
+@pytest.mark.parametrize("shape,G", SHAPES, ids=lambda v: str(v))
+def test_chains_reductions_shapes(shape, G, chain):
+    pre, post, reduce = chain
+    check_gn(shape, G, pre, post, reduce, seed=sum(shape) + G)
+
+
+@pytest.mark.parametrize("reduce", ["", "min", "logsumexp"])
+@pytest.mark.parametrize("shape,G", [((2, 16, 130, 130), 2), ((3, 64, 66, 66), 8), ((2, 1, 70001), 1),
+                                     ((2, 4, 4097), 2)])
+def test_large_groups_split_over_blocks(shape, G, reduce):
+    """Groups of 10^4-10^5 elements: the stats kernel writes per-chunk partials, combined with Chan's formula."""
+    check_gn(shape, G, "gelu", "", reduce, seed=5)
+
+
+def test_wide_rows_beyond_shared_memory():
+    """S == 1 with C too large for the one-block-per-row kernel: the split kernels take over."""
+    check_gn((3, 65536), 16, "", "relu", "", seed=6)
+    check_gn((2, 65536), 1, "add(@0)", "", "max", seed=7)
+
+
+@pytest.mark.parametrize("shape,G", [((3, 16, 33, 33), 4), ((7, 4096), 32), ((2, 8, 100000), 2)])
+def test_large_mean_is_numerically_stable(shape, G):
+    """mean 1000, std 1: E[x^2] - E[x]^2 in float32 would lose ~3 of 7 digits; Welford/Chan and two-pass do not."""
+    check_gn(shape, G, seed=11, scale=1.0, shift=1000.0, tol=2e-3)
+
+
+def test_misaligned_tensors_take_the_scalar_path():
+    buf = torch.randn(1 + 3 * 12 * 40, generator=gen(3)).to(DEV)
+    x = buf[1:].view(3, 12, 40)  # contiguous, 4 bytes past a 16-byte boundary
+    gamma, beta, e0 = params(12, 1, 4)
+    a = attrs(num_groups=3, pre="add(@0)", post="relu")
+    assert_close(run_gn(x, gamma, beta, [e0], a), ref_gn(x, gamma, beta, [e0], a), TOL32)
+    x2 = buf[1:].view(3 * 10, 48)  # row kernel, misaligned
+    g2, b2 = params(48, 0, 5)
+    a2 = attrs(num_groups=6, post="tanh", reduce="sum")
+    assert_close(run_gn(x2, g2, b2, [], a2), ref_gn(x2, g2, b2, [], a2), TOL32)
+
+
+def test_matches_eager_pytorch_float32():
+    x = torch.randn(4, 32, 20, 20, generator=gen(8)).to(DEV) * 3
+    gamma, beta = params(32, 0, 9)
+    a = attrs(num_groups=8, pre="gelu", post="leaky_relu(0.1)")
+    eager = F.leaky_relu(F.group_norm(F.gelu(x), 8, gamma, beta, 1e-5), 0.1)
+    torch.testing.assert_close(run_gn(x, gamma, beta, [], a), eager, rtol=TOL32, atol=TOL32)
+
+
+@pytest.mark.parametrize("layout", ["row", "fused", "split"])
+def test_nan_and_inf_propagate_like_pytorch(layout):
+    shape = {"row": (4, 32), "fused": (4, 32, 9), "split": (4, 32, 4000)}[layout]
+    x = torch.randn(*shape, generator=gen(12))
+    x[0, 3] = float("nan")     # NaN in group 0 of sample 0: that group is NaN
+    x[1, 9] = float("inf")     # +inf through hardtanh is finite: sample 1 stays finite
+    x[2, 20] = float("-inf")   # -inf through hardtanh too
+    x = x.to(DEV)
+    gamma, beta = params(32, 0, 13)
+    for pre, post, reduce in [("hardtanh(-3,3)", "relu", ""), ("hardtanh(-3,3)", "hardtanh(-0.5,0.5)", "min"),
+                              ("", "", ""), ("sigmoid", "", "logsumexp"), ("", "relu", "max")]:
+        a = attrs(num_groups=4, pre=pre, post=post, reduce=reduce)
+        got = run_gn(x, gamma, beta, [], a).cpu().double()
+        want = ref_gn(x, gamma, beta, [], a)
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), f"NaN pattern differs for {pre}|{post}|{reduce}"
+        assert torch.equal(torch.isinf(got), torch.isinf(want)), f"Inf pattern differs for {pre}|{post}|{reduce}"
+        assert_close(got, want, TOL32, f"{pre}|{post}|{reduce}")
+
+
+def test_nan_in_post_chain_operands_propagates_through_relu_and_clamp():
+    x = torch.randn(2, 8, 5, generator=gen(14)).to(DEV)
+    gamma, beta, e0 = params(8, 1, 15)
+    e0[3] = float("nan")
+    for post in ["add(@0);relu", "add(@0);hardtanh(-1,1)", "add(@0);leaky_relu(0.1)", "add(@0);hardswish"]:
+        a = attrs(num_groups=2, post=post)
+        got = run_gn(x, gamma, beta, [e0], a)
+        assert torch.isnan(got[:, 3]).all() and not torch.isnan(got[:, [0, 1, 2, 4]]).any(), post
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape,G,chain", [((3, 32, 17, 19), 8, ("gelu", "", "")),
+                                           ((1000, 64), 16, ("", "leaky_relu(0.01);mul(2)", "")),
+                                           ((2, 16, 160, 160), 4, ("", "relu", "")),
+                                           ((5, 48), 12, ("", "", "min")),
+                                           ((3, 24, 30), 6, ("mish", "add(@0)", "logsumexp"))])
+def test_16bit_no_worse_than_eager(dtype, shape, G, chain):
+    pre, post, reduce = chain
+    x32 = torch.randn(*shape, generator=gen(16)) * 3
+    x = x32.to(DEV, dtype)
+    gamma, beta, e0 = params(shape[1], 1, 17, dtype)
+    a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
+    want = ref_gn(x, gamma, beta, [e0], a)
+    got = run_gn(x, gamma, beta, [e0], a)
+    assert got.dtype == dtype and not torch.isnan(got).any()
+    # eager PyTorch in the same dtype (GroupNorm upcasts internally, the chains run in 16-bit)
+    z = catalog.apply_chain(x, a.pre, [e0])
+    z = F.group_norm(z, G, gamma, beta, 1e-5)
+    eager = catalog.apply_reduce(catalog.apply_chain(z, a.post, [e0]), reduce).to(dtype)
+    err = (got.cpu().double() - want).abs().max().item()
+    err_eager = (eager.cpu().double() - want).abs().max().item()
+    print(f"[16-bit] {dtype} {shape} {chain}: max err fused {err:.3g}, eager {err_eager:.3g}")
+    assert err <= 1.5 * err_eager + ULP16[dtype], (err, err_eager)
+
+
+def test_param_dtype_float32_with_16bit_input():
+    x = (torch.randn(2, 16, 50, generator=gen(18)) * 2).to(DEV, torch.bfloat16)
+    gamma, beta = params(16, 0, 19)  # float32 params with bf16 X
+    a = attrs(num_groups=4, post="silu")
+    got = run_gn(x, gamma, beta, [], a)
+    assert_close(got, ref_gn(x, gamma, beta, [], a), 2.0**-6)
+
+
+def test_runs_on_a_side_stream_and_allocates_output():
+    x = torch.randn(8, 32, 64, generator=gen(20)).to(DEV)
+    gamma, beta = params(32, 0, 21)
+    a = attrs(num_groups=4, pre="gelu")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = abi.groupnorm_act_cuda(x, gamma, beta, [], a)
+    y2 = abi.groupnorm_act_cuda(x, gamma, beta, [], a, stream=s)
+    torch.cuda.current_stream().wait_stream(s)
+    want = ref_gn(x, gamma, beta, [], a)
+    assert_close(y, want, TOL32)
+    assert_close(y2, want, TOL32)
+
+
+def test_bad_inputs_raise_clear_errors():
+    x = torch.randn(2, 12, 5, device=DEV)
+    gamma, beta, e0 = params(12, 1, 22)
+    with pytest.raises(FusedopsError, match="divisible"):
+        abi.groupnorm_act_cuda(x, gamma, beta, [], attrs(num_groups=5))
+    with pytest.raises(FusedopsError, match="gamma has 11 elements"):
+        abi.groupnorm_act_cuda(x, gamma[:11], beta, [], attrs(num_groups=3))
+    with pytest.raises(FusedopsError, match="extra input"):
+        abi.groupnorm_act_cuda(x, gamma, beta, [], attrs(num_groups=3, pre="add(@0)"))
+    with pytest.raises(FusedopsError, match="CUDA tensor"):
+        abi.groupnorm_act_cuda(x.cpu(), gamma, beta, [], attrs(num_groups=3))
+    with pytest.raises(FusedopsError, match="contiguous"):
+        abi.groupnorm_act_cuda(x.transpose(1, 2), gamma, beta, [], attrs(num_groups=3))
+    with pytest.raises(FusedopsError, match="out has shape"):
+        abi.groupnorm_act_cuda(x, gamma, beta, [], attrs(num_groups=3), out=torch.empty(2, 12, device=DEV))
+    with pytest.raises(FusedopsError, match="rank 2-5"):
+        abi.groupnorm_act_cuda(x[0, 0], gamma, beta, [], attrs(num_groups=3))
+
+
+def test_c_abi_reports_workspace_and_null_pointer_errors():
+    lib = abi.load()
+    a = attrs(num_groups=2)
+    d = abi.groupnorm_desc(a, 2, 8, 100000, torch.float32, torch.float32)  # split path: needs a workspace
+    need = lib.fusedops_groupnorm_act_workspace_size(ctypes.byref(d))
+    assert need > 0
+    x = torch.randn(2, 8, 100000, device=DEV)
+    y = torch.empty_like(x)
+    g, b = params(8, 0, 23)
+    err = ctypes.create_string_buffer(256)
+    ws = torch.empty(need, dtype=torch.uint8, device=DEV)
+    stream = torch.cuda.current_stream().cuda_stream
+    rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), x.data_ptr(), g.data_ptr(), b.data_ptr(), None, 0,
+                                         y.data_ptr(), ws.data_ptr(), need - 1, stream, err, len(err))
+    assert rc == abi.ERR_WORKSPACE and b"workspace" in err.value
+    rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), None, g.data_ptr(), b.data_ptr(), None, 0,
+                                         y.data_ptr(), ws.data_ptr(), need, stream, err, len(err))
+    assert rc == abi.ERR_INVALID_ARGUMENT and b"X pointer is NULL" in err.value
+    d.num_groups = 3
+    rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), x.data_ptr(), g.data_ptr(), b.data_ptr(), None, 0,
+                                         y.data_ptr(), ws.data_ptr(), need, stream, err, len(err))
+    assert rc == abi.ERR_INVALID_ARGUMENT and b"divisible" in err.value
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GemmGroupNormAct
+# ---------------------------------------------------------------------------------------------------------------------
+
+def gemm_inputs(M, K, C, seed, trans_b=1, n_extra=1, dtype=torch.float32, lead=()):
+    g = gen(seed)
+    x = torch.rand(*lead, M, K, generator=g)
+    w = torch.randn(C, K, generator=g) / math.sqrt(K)
+    if not trans_b:
+        w = w.t().contiguous()
+    b = torch.randn(C, generator=g) * 0.5
+    gamma, beta, *extras = params(C, n_extra, seed + 1)
+    return x.to(DEV, dtype), w.to(DEV, dtype), b.to(DEV), gamma, beta, extras
+
+
+def ref_gemm(x, w, b, gamma, beta, extras, a):
+    d = lambda t: t.detach().cpu().double() if t is not None else None  # noqa: E731
+    return catalog.gemm_group_norm_act_reference(d(x), d(w), d(b), d(gamma), d(beta), [d(e) for e in extras], a)
+
+
+def run_gemm(x, w, b, gamma, beta, extras, a, tf32):
+    shape = catalog.output_shape("GemmGroupNormAct", tuple(x.shape), a, tuple(w.shape))
+    out = poisoned(shape, x.dtype)
+    y = abi.gemm_groupnorm_act_cuda(x, w, b, gamma, beta, extras, a, tf32, out=out)
+    assert y is out
+    return y
+
+
+GEMM_CHAINS = [("", "leaky_relu(0.01);mul(2)", ""),        # model 1
+               ("", "", "min"), ("", "add(@0)", "min"),     # model 2 (min, then its bias)
+               ("add(@0);hardtanh(-1,1);mish", "", ""),     # model 3
+               ("", "gelu", "logsumexp"), ("relu", "tanh", "mean"), ("", "", "sum"), ("", "sigmoid", "max")]
+GEMM_SHAPES = [(1, 40, 63, 7), (3, 40, 63, 21), (1000, 64, 63, 63), (3, 96, 128, 1), (37, 200, 256, 32)]
+
+
+@pytest.mark.parametrize("trans_b", [1, 0])
+@pytest.mark.parametrize("chain", GEMM_CHAINS, ids=lambda c: "|".join(c) or "plain")
+@pytest.mark.parametrize("M,K,C,G", GEMM_SHAPES, ids=lambda v: str(v))
+def test_gemm_strict_fp32(M, K, C, G, chain, trans_b):
+    pre, post, reduce = chain
+    x, w, b, gamma, beta, extras = gemm_inputs(M, K, C, M + K + C + G, trans_b)
+    a = attrs("GemmGroupNormAct", num_groups=G, pre=pre, post=post, reduce=reduce, trans_b=trans_b, allow_tf32=0)
+    got = run_gemm(x, w, b, gamma, beta, extras, a, 0)
+    assert not torch.isnan(got).any()
+    assert_close(got, ref_gemm(x, w, b, gamma, beta, extras, a), TOL32, f"{M}x{K}x{C} G={G} {chain} tb={trans_b}")
+
+
+def test_gemm_tf32_and_batched_rows():
+    x, w, b, gamma, beta, extras = gemm_inputs(5, 96, 160, 30, lead=(2,))
+    a = attrs("GemmGroupNormAct", num_groups=10, post="relu")
+    want = ref_gemm(x, w, b, gamma, beta, extras, a)
+    got = run_gemm(x, w, b, gamma, beta, extras, a, 1)
+    assert got.shape == (2, 5, 160)
+    assert_close(got, want, 1e-2, "tf32")
+
+
+def test_gemm_bench_shape_tf32_and_fp32():
+    x, w, b, gamma, beta, extras = gemm_inputs(64, 8192, 8192, 31)
+    for pre, post, reduce, G in [("", "leaky_relu(0.01);mul(2)", "", 512), ("", "add(@0)", "min", 512),
+                                 ("add(@0);hardtanh(-1,1);mish", "", "", 256)]:
+        a = attrs("GemmGroupNormAct", num_groups=G, pre=pre, post=post, reduce=reduce)
+        want = ref_gemm(x, w, b, gamma, beta, extras, a)
+        assert_close(run_gemm(x, w, b, gamma, beta, extras, a, 1), want, 1e-2, f"tf32 {pre}|{post}|{reduce}")
+        assert_close(run_gemm(x, w, b, gamma, beta, extras, a, 0), want, 2e-4, f"fp32 {pre}|{post}|{reduce}")
+
+
+def test_gemm_without_bias_and_float32_eager():
+    x, w, _, gamma, beta, extras = gemm_inputs(33, 48, 96, 32)
+    a = attrs("GemmGroupNormAct", num_groups=12, post="silu", allow_tf32=0)
+    got = run_gemm(x, w, None, gamma, beta, extras, a, 0)
+    prev = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        eager = F.silu(F.group_norm(x @ w.t(), 12, gamma, beta, 1e-5))
+    finally:
+        torch.set_float32_matmul_precision(prev)
+    torch.testing.assert_close(got, eager, rtol=TOL32, atol=TOL32)
+
+
+def test_gemm_wide_rows_use_the_split_epilogue():
+    x, w, b, gamma, beta, extras = gemm_inputs(4, 32, 65536, 33)
+    for reduce in ["", "min"]:
+        a = attrs("GemmGroupNormAct", num_groups=64, pre="add(@0)", post="relu", reduce=reduce, allow_tf32=0)
+        assert_close(run_gemm(x, w, b, gamma, beta, extras, a, 0), ref_gemm(x, w, b, gamma, beta, extras, a),
+                     TOL32, f"wide {reduce}")
+
+
+@pytest.mark.parametrize("param_dtype", ["same", "float32"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("chain,G", [(("", "leaky_relu(0.01);mul(2)", ""), 16), (("", "add(@0)", "min"), 16),
+                                     (("add(@0);hardtanh(-1,1);mish", "", ""), 8)])
+def test_gemm_16bit_no_worse_than_eager(dtype, chain, G, param_dtype):
+    pre, post, reduce = chain
+    x, w, b, gamma, beta, extras = gemm_inputs(300, 512, 256, 34, dtype=dtype)
+    if param_dtype == "same":
+        b, gamma, beta, extras = b.to(dtype), gamma.to(dtype), beta.to(dtype), [e.to(dtype) for e in extras]
+    a = attrs("GemmGroupNormAct", num_groups=G, pre=pre, post=post, reduce=reduce)
+    want = ref_gemm(x, w, b, gamma, beta, extras, a)
+    got = run_gemm(x, w, b, gamma, beta, extras, a, 1)
+    assert got.dtype == dtype and not torch.isnan(got).any()
+    z = F.linear(x, w, b.to(dtype))
+    z = catalog.apply_chain(z, a.pre, [e.to(dtype) for e in extras])
+    z = F.group_norm(z, G, gamma.to(dtype), beta.to(dtype), 1e-5)
+    eager = catalog.apply_reduce(catalog.apply_chain(z, a.post, [e.to(dtype) for e in extras]), reduce)
+    err = (got.cpu().double() - want).abs().max().item()
+    err_eager = (eager.cpu().double() - want).abs().max().item()
+    print(f"[16-bit gemm] {dtype} params={param_dtype} {chain}: max err fused {err:.3g}, eager {err_eager:.3g}")
+    assert err <= 1.5 * err_eager + ULP16[dtype], (err, err_eager)
+
+
+def test_gemm_bad_inputs_raise_clear_errors():
+    x, w, b, gamma, beta, extras = gemm_inputs(4, 16, 32, 35)
+    a = attrs("GemmGroupNormAct", num_groups=4)
+    with pytest.raises(FusedopsError, match="K=16 features"):
+        abi.gemm_groupnorm_act_cuda(x, w[:, :8].contiguous(), b, gamma, beta, extras, a, 1)
+    with pytest.raises(FusedopsError, match="bias B has 31"):
+        abi.gemm_groupnorm_act_cuda(x, w, b[:31], gamma, beta, extras, a, 1)
+    with pytest.raises(FusedopsError, match="divisible"):
+        abi.gemm_groupnorm_act_cuda(x, w, b, gamma, beta, extras, attrs("GemmGroupNormAct", num_groups=5), 1)
+    with pytest.raises(FusedopsError, match="2-D"):
+        abi.gemm_groupnorm_act_cuda(x, w[None], b, gamma, beta, extras, a, 1)

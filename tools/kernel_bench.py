@@ -1,0 +1,204 @@
+"""Kernel-level harness for the CUDA entries of libfusedops (plugins/abi.py), llm.c style: check, then time.
+
+    python tools/kernel_bench.py smoke            # one small run of every kernel path, checked (sanitizer target)
+    python tools/kernel_bench.py bench [--json F] # model 4's GELU+GroupNorm step and the three GEMM models' fused ops
+
+Timings: CUDA events around each call, median of --iters after --warmup calls, inputs allocated once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from fusedops import catalog
+from fusedops.plugins import abi
+
+
+def attrs(op="GroupNormAct", **kw):
+    return catalog.parse_attrs(op, kw)
+
+
+def smoke() -> int:
+    """Every kernel path once at a small size, compared with the float64 reference (exit 1 on mismatch)."""
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(0)
+    failures = 0
+
+    def check(name, got, want, tol):
+        nonlocal failures
+        err = (got.detach().cpu().double() - want).abs().max().item()
+        ok = err <= tol and not torch.isnan(got).any().item()
+        failures += not ok
+        print(f"[smoke] {name:40s} max err {err:.2e} {'ok' if ok else 'FAIL'}")
+
+    gn_cases = [  # (shape, G, pre, post, reduce): row vec / row scalar / fused / split / split+reduce / 16-bit
+        ((6, 64), 8, "add(@0)", "leaky_relu(0.01);mul(2)", "", torch.float32),
+        ((5, 21), 7, "", "relu", "min", torch.float32),
+        ((3, 16, 9, 11), 4, "gelu", "", "", torch.float32),
+        ((2, 8, 64, 64), 2, "gelu", "tanh", "", torch.float32),
+        ((2, 8, 2049), 2, "mish", "", "logsumexp", torch.float32),
+        ((2, 8, 64, 64), 2, "gelu", "", "", torch.bfloat16),
+        ((4, 32), 4, "", "silu", "sum", torch.float16),
+    ]
+    for shape, G, pre, post, reduce, dt in gn_cases:
+        x = (torch.randn(*shape, generator=g) * 2).to(dev, dt)
+        C = shape[1]
+        gamma, beta, e0 = [(torch.rand(C, generator=g) + 0.5).to(dev) for _ in range(3)]
+        a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
+        out = torch.full(catalog.output_shape("GroupNormAct", shape, a), float("nan"), device=dev, dtype=dt)
+        abi.groupnorm_act_cuda(x, gamma, beta, [e0], a, out=out)
+        want = catalog.group_norm_act_reference(x.cpu().double(), gamma.cpu().double(), beta.cpu().double(),
+                                                [e0.cpu().double()], a)
+        check(f"gn {shape} {pre}|{post}|{reduce} {dt}", out, want, 1e-4 if dt == torch.float32 else 5e-2)
+
+    for M, K, C, G, reduce, dt, tf32 in [(8, 64, 128, 16, "", torch.float32, 0), (8, 64, 128, 16, "min",
+                                                                                   torch.float32, 1),
+                                         (5, 40, 63, 21, "", torch.float32, 0), (8, 64, 128, 8, "", torch.bfloat16, 1),
+                                         (4, 32, 65536, 64, "", torch.float32, 0)]:
+        x = torch.rand(M, K, generator=g).to(dev, dt)
+        w = (torch.randn(C, K, generator=g) / math.sqrt(K)).to(dev, dt)
+        b, gamma, beta = [(torch.rand(C, generator=g) + 0.5).to(dev) for _ in range(3)]
+        a = attrs("GemmGroupNormAct", num_groups=G, post="gelu", reduce=reduce, allow_tf32=tf32)
+        out = torch.full(catalog.output_shape("GemmGroupNormAct", (M, K), a, (C, K)), float("nan"), device=dev,
+                         dtype=dt)
+        abi.gemm_groupnorm_act_cuda(x, w, b, gamma, beta, [], a, tf32, out=out)
+        want = catalog.gemm_group_norm_act_reference(x.cpu().double(), w.cpu().double(), b.cpu().double(),
+                                                     gamma.cpu().double(), beta.cpu().double(), [], a)
+        tol = 1e-4 if dt == torch.float32 and not tf32 else 5e-2
+        check(f"gemm {M}x{K}x{C} G={G} {reduce} {dt} tf32={tf32}", out, want, tol)
+    torch.cuda.synchronize()
+    print(f"[smoke] {'all ok' if failures == 0 else f'{failures} FAILED'}")
+    return 1 if failures else 0
+
+
+def time_ms(fn, iters: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+class matmul_precision:
+    def __init__(self, tf32: bool):
+        self.tf32 = tf32
+
+    def __enter__(self):
+        self.old = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high" if self.tf32 else "highest")
+
+    def __exit__(self, *exc):
+        torch.set_float32_matmul_precision(self.old)
+
+
+def bench(iters: int, warmup: int) -> dict:
+    dev = torch.device("cuda")
+    res: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": iters}
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    # ---- model 4: GELU + GroupNorm on the ConvTranspose2d output (128, 64, 258, 258) float32, G = 8 ----
+    x = torch.randn(128, 64, 258, 258, device=dev, generator=g)
+    gamma = torch.rand(64, device=dev, generator=g) + 0.5
+    beta = torch.randn(64, device=dev, generator=g)
+    y = torch.empty_like(x)
+    a = attrs(num_groups=8, pre="gelu")
+    a_plain = attrs(num_groups=8)
+    nbytes = x.numel() * 4
+    r = {
+        "copy_ms": time_ms(lambda: y.copy_(x), iters, warmup),
+        "fused_gelu_gn_ms": time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y), iters, warmup),
+        "fused_gn_only_ms": time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters,
+                                    warmup),
+        "eager_gelu_gn_ms": time_ms(lambda: F.group_norm(F.gelu(x), 8, gamma, beta, 1e-5), iters, warmup),
+    }
+    r["floor_ms_at_copy_bw"] = r["copy_ms"] * 1.5  # 2 reads + 1 write vs the copy's 1 read + 1 write
+    r["fused_effective_TBps"] = 3 * nbytes / r["fused_gelu_gn_ms"] / 1e9
+    r["copy_TBps"] = 2 * nbytes / r["copy_ms"] / 1e9
+    abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y)
+    eager = F.group_norm(F.gelu(x), 8, gamma, beta, 1e-5)
+    r["max_abs_diff_vs_eager"] = (y - eager).abs().max().item()
+    res["model4_gelu_groupnorm"] = r
+    print(json.dumps({"model4_gelu_groupnorm": r}, indent=1), flush=True)
+    del x, y, eager
+
+    # ---- GEMM models: 1024 x 8192 @ (8192 x 8192)^T ----
+    M, K, C = 1024, 8192, 8192
+    chains = {
+        "m1_leakyrelu_x2": dict(num_groups=512, post="leaky_relu(0.01);mul(2)"),
+        "m2_min_biasadd": dict(num_groups=512, post="add(@0)", reduce="min"),
+        "m3_hardtanh_mish": dict(num_groups=256, pre="add(@0);hardtanh(-1,1);mish"),
+    }
+    for prec, dt, tf32 in [("tf32", torch.float32, 1), ("bf16", torch.bfloat16, 1), ("fp32", torch.float32, 0)]:
+        it = max(5, iters // 4) if prec == "fp32" else iters
+        xg = torch.rand(M, K, device=dev, generator=g).to(dt)
+        wg = (torch.randn(C, K, device=dev, generator=g) / math.sqrt(K)).to(dt)
+        bg = torch.randn(C, device=dev, generator=g).to(dt)
+        gam = (torch.rand(C, device=dev, generator=g) + 0.5).to(dt)
+        bet = torch.randn(C, device=dev, generator=g).to(dt)
+        e0 = torch.randn(C, device=dev, generator=g).to(dt)
+        z = torch.empty(M, C, device=dev, dtype=dt)
+        rp: dict = {}
+        with matmul_precision(bool(tf32)):
+            rp["cublas_linear_ms"] = time_ms(lambda: torch.addmm(bg, xg, wg.t(), out=z), it, warmup)
+            rp["cublas_mm_nobias_ms"] = time_ms(lambda: torch.mm(xg, wg.t(), out=z), it, warmup)
+            for name, kw in chains.items():
+                af = attrs("GemmGroupNormAct", allow_tf32=tf32, **kw)
+                ag = attrs("GroupNormAct", **kw)
+                out = torch.empty(catalog.output_shape("GemmGroupNormAct", (M, K), af, (C, K)), device=dev, dtype=dt)
+                out_e = torch.empty(catalog.output_shape("GroupNormAct", (M, C), ag), device=dev, dtype=dt)
+                fused = time_ms(lambda: abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32, out=out),
+                                it, warmup)
+                epi = time_ms(lambda: abi.groupnorm_act_cuda(z, gam, bet, [e0], ag, out=out_e), iters, warmup)
+
+                def eager_fn(af=af, kw=kw):
+                    zz = F.linear(xg, wg, bg)
+                    zz = catalog.apply_chain(zz, af.pre, [e0])
+                    zz = F.group_norm(zz, kw["num_groups"], gam, bet, 1e-5)
+                    return catalog.apply_reduce(catalog.apply_chain(zz, af.post, [e0]), af.reduce)
+
+                eager = time_ms(eager_fn, it, warmup)
+                abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32, out=out)
+                diff = (out.float() - eager_fn().float()).abs().max().item()
+                rp[name] = {"fused_ms": fused, "epilogue_alone_ms": epi, "eager_ms": eager,
+                            "fused_over_cublas_linear": fused / rp["cublas_linear_ms"],
+                            "max_abs_diff_vs_eager": diff}
+        res[f"gemm_{prec}"] = rp
+        print(json.dumps({f"gemm_{prec}": rp}, indent=1), flush=True)
+        del xg, wg, z
+        torch.cuda.empty_cache()
+    return res
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("mode", choices=["smoke", "bench"])
+    p.add_argument("--json", help="write the bench results here")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available() or not abi.has_cuda():
+        print("needs a CUDA device and libfusedops built with CUDA", file=sys.stderr)
+        return 2
+    if a.mode == "smoke":
+        return smoke()
+    res = bench(a.iters, a.warmup)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
