@@ -236,6 +236,17 @@ def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warm
     torch.cuda.empty_cache()
 
 
+def _ort_row(model: str, r) -> Row:
+    """A row of fusedops.ort_bench.ort_rows ({"backend", "precision", "median_ms", ...}) as a bench Row."""
+    if isinstance(r, Row):
+        return r
+    med = float(r["median_ms"])
+    note = ", ".join(f"{k}={r[k]}" for k in ("batch", "runs") if r.get(k) is not None)
+    return Row(model, f"ort:{r.get('backend') or r.get('variant')}", str(r.get("precision", "")), round(med, 4),
+               round(float(r.get("min_ms", med)), 4), round(float(r.get("max_ms", med)), 4),
+               float(r.get("peak_extra_mb") or 0.0), float(r.get("output_mb") or 0.0), note=note)
+
+
 def _fill_ratios(rows: list[Row]) -> None:
     def find(model, variant, p):
         for r in rows:
@@ -400,9 +411,7 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
         if ort_bench is not None and hasattr(ort_bench, "ort_rows"):
             try:
                 for r in ort_bench.ort_rows(entry, size):
-                    report.rows.append(r if isinstance(r, Row) else Row(**{k: r.get(k) for k in (
-                        "model", "variant", "precision", "median_ms", "min_ms", "max_ms", "peak_extra_mb",
-                        "output_mb")}, note=r.get("note", "")))
+                    report.rows.append(_ort_row(entry.key, r))
             except Exception as e:  # noqa: BLE001
                 report.errors.append(f"{entry.key} (onnxruntime rows): {type(e).__name__}: {e}")
 

@@ -63,3 +63,12 @@ def test_precision_mode_restores_settings():
     with pytest.raises(FusedopsError, match="unknown precision 'fp8'"):
         with bench.precision_mode("fp8"):
             pass
+
+
+def test_onnxruntime_rows_are_adopted():
+    r = bench._ort_row("m", {"model": "m", "backend": "ort-cuda-fused", "precision": "tf32", "median_ms": 0.5,
+                             "batch": 1024, "runs": 20})
+    assert (r.variant, r.precision, r.median_ms, r.note) == ("ort:ort-cuda-fused", "tf32", 0.5, "batch=1024, runs=20")
+    rows = [_r("m", "eager", "tf32", 1.0), r]
+    bench._fill_ratios(rows)
+    assert r.vs_eager is None  # other runtimes' rows are listed, not ratioed
