@@ -97,7 +97,7 @@ inline void normalize(float* v, int64_t n, float mean, float scale, float shift)
 void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, void* y) {
   const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G, glen = cpg * S;
   const bool use_scratch = glen <= kScratchMaxFloats;
-  fusedops::cpu::parallel_for(N * G, [&](int64_t t) {
+  fusedops::cpu::parallel_for(N * G, N * C * S, [&](int64_t t) {
     const int64_t n = t / G, g = t % G;
     const int64_t base = (n * C + g * cpg) * S;
     thread_local std::vector<float> scratch;
@@ -138,7 +138,7 @@ void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const 
 void groupnorm_reduce(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, void* y) {
   const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G;
   std::vector<float> mean(N * G), rstd(N * G);
-  fusedops::cpu::parallel_for(N * G, [&](int64_t t) {
+  fusedops::cpu::parallel_for(N * G, N * C * S, [&](int64_t t) {
     const int64_t n = t / G, g = t % G;
     const int64_t base = (n * C + g * cpg) * S;
     float buf[kChunk];
@@ -155,7 +155,7 @@ void groupnorm_reduce(const fusedops_groupnorm_desc& d, const void* x, const Cha
     rstd[t] = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
   });
   const int64_t blocks = (S + kReducePositions - 1) / kReducePositions;
-  fusedops::cpu::parallel_for(N * blocks, [&](int64_t t) {
+  fusedops::cpu::parallel_for(N * blocks, N * C * S, [&](int64_t t) {
     const int64_t n = t / blocks, s0 = (t % blocks) * kReducePositions;
     const int64_t len = std::min(kReducePositions, S - s0);
     ReduceAcc acc[kReducePositions];
@@ -230,14 +230,27 @@ void gemm_groupnorm(const fusedops_gemm_desc& gd, const void* x, const void* w, 
     wconv.resize(C * K);
     const int64_t blk = std::max<int64_t>(1, (C * K + 4 * T - 1) / (4 * T));
     const int64_t n = (C * K + blk - 1) / blk;
-    fusedops::cpu::parallel_for(n, [&](int64_t t) {
+    fusedops::cpu::parallel_for(n, C * K, [&](int64_t t) {
       const int64_t o = t * blk, len = std::min(blk, C * K - o);
       fusedops::cpu::load_f32(w, d.x_dtype, o, len, wconv.data() + o);
     });
     wf = wconv.data();
   }
   const bool trans_b = gd.trans_b != 0;
-  if (M >= 2 * static_cast<int64_t>(T)) {
+  const int64_t gemm_work = M * C * K;
+  if (gemm_work < (1 << 18)) {
+    // Tiny problem: one task, no thread wake-ups.
+    std::vector<float> z(C), xrow(K);
+    for (int64_t r = 0; r < M; ++r) {
+      const float* xf = static_cast<const float*>(x) + r * K;
+      if (!f32) {
+        fusedops::cpu::load_f32(x, d.x_dtype, r * K, K, xrow.data());
+        xf = xrow.data();
+      }
+      gemm_block(xf, 1, K, wf, C, trans_b, 0, C, z.data(), C);
+      gemm_row_epilogue(d, p, z.data(), r, y);
+    }
+  } else if (M >= 2 * static_cast<int64_t>(T)) {
     // Row blocks: as few as there are threads (each block repacks W), bounded so the Z block stays modest.
     int64_t rb = (M + T - 1) / T;
     rb = std::min(rb, std::max<int64_t>(8, (1LL << 22) / C));
