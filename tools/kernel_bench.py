@@ -121,6 +121,9 @@ def bench(iters: int, warmup: int) -> dict:
         "fused_gelu_gn_ms": time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y), iters, warmup),
         "fused_gn_only_ms": time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters,
                                     warmup),
+        "fused_interpreted_chain_ms": time_ms(  # "gelu;mul(1)": same result through the generic chain interpreter
+            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], attrs(num_groups=8, pre="gelu;mul(1)"), out=y),
+            iters, warmup),
         "eager_gelu_gn_ms": time_ms(lambda: F.group_norm(F.gelu(x), 8, gamma, beta, 1e-5), iters, warmup),
     }
     r["floor_ms_at_copy_bw"] = r["copy_ms"] * 1.5  # 2 reads + 1 write vs the copy's 1 read + 1 write

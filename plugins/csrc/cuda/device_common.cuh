@@ -97,24 +97,69 @@ struct ExtraPtrs {
   const void* p[FUSEDOPS_MAX_EXTRAS];
 };
 
-// Apply a chain to VEC values of one channel c. The step loop is outside the element loop so that the (uniform)
-// dispatch is paid once per VEC elements.
-template <int VEC>
-__device__ __forceinline__ void apply_chain(const fusedops_chain& ch, float (&x)[VEC], int64_t c,
-                                            const ExtraPtrs& ex, int32_t param_dtype) {
-  for (int i = 0; i < ch.num_steps; ++i) {
-    const fusedops_step s = ch.steps[i];
-    const float v = s.operand >= 0 ? load_param(ex.p[s.operand], param_dtype, c) : s.a;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) x[j] = apply_step(s.op, x[j], v, s.a, s.b);
-  }
-}
-// Same, for one value whose channel may differ per element.
-__device__ __forceinline__ float apply_chain1(const fusedops_chain& ch, float x, int64_t c, const ExtraPtrs& ex,
+// Chains are interpreted by small out-of-line functions: one copy of the step table per kernel module instead of one
+// per element of every unrolled loop (inlining it everywhere made 100-600 KB kernels that thrashed the instruction
+// cache; see docs/kernels.md). Four values per call amortise the call and the step dispatch.
+// `c` is the channel of all four values (uniform) ...
+__device__ __noinline__ float4 chain4_channel(const fusedops_chain* ch, float4 x, int64_t c, const ExtraPtrs* ex,
                                               int32_t param_dtype) {
-  float v[1] = {x};
-  apply_chain<1>(ch, v, c, ex, param_dtype);
-  return v[0];
+  const int n = ch->num_steps;
+  for (int i = 0; i < n; ++i) {
+    const fusedops_step s = ch->steps[i];
+    const float v = s.operand >= 0 ? load_param(ex->p[s.operand], param_dtype, c) : s.a;
+    x.x = apply_step(s.op, x.x, v, s.a, s.b);
+    x.y = apply_step(s.op, x.y, v, s.a, s.b);
+    x.z = apply_step(s.op, x.z, v, s.a, s.b);
+    x.w = apply_step(s.op, x.w, v, s.a, s.b);
+  }
+  return x;
+}
+// ... or of consecutive channels c0 .. c0+3 (rows: every element its own channel).
+__device__ __noinline__ float4 chain4_columns(const fusedops_chain* ch, float4 x, int64_t c0, const ExtraPtrs* ex,
+                                              int32_t param_dtype) {
+  const int n = ch->num_steps;
+  for (int i = 0; i < n; ++i) {
+    const fusedops_step s = ch->steps[i];
+    float4 v = make_float4(s.a, s.a, s.a, s.a);
+    if (s.operand >= 0) {
+      const void* e = ex->p[s.operand];
+      v = make_float4(load_param(e, param_dtype, c0), load_param(e, param_dtype, c0 + 1),
+                      load_param(e, param_dtype, c0 + 2), load_param(e, param_dtype, c0 + 3));
+    }
+    x.x = apply_step(s.op, x.x, v.x, s.a, s.b);
+    x.y = apply_step(s.op, x.y, v.y, s.a, s.b);
+    x.z = apply_step(s.op, x.z, v.z, s.a, s.b);
+    x.w = apply_step(s.op, x.w, v.w, s.a, s.b);
+  }
+  return x;
+}
+__device__ __noinline__ float chain1(const fusedops_chain* ch, float x, int64_t c, const ExtraPtrs* ex,
+                                     int32_t param_dtype) {
+  const int n = ch->num_steps;
+  for (int i = 0; i < n; ++i) {
+    const fusedops_step s = ch->steps[i];
+    const float v = s.operand >= 0 ? load_param(ex->p[s.operand], param_dtype, c) : s.a;
+    x = apply_step(s.op, x, v, s.a, s.b);
+  }
+  return x;
+}
+
+// Apply a chain to VEC (1, 4 or 8) values in registers. COLUMNS: value j is channel c + j; else all are channel c.
+template <int VEC, bool COLUMNS>
+__device__ __forceinline__ void apply_chain(const fusedops_chain* ch, float (&x)[VEC], int64_t c, const ExtraPtrs* ex,
+                                            int32_t param_dtype) {
+  if (ch->num_steps == 0) return;
+  if constexpr (VEC % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < VEC; q += 4) {
+      float4 v = make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]);
+      v = COLUMNS ? chain4_columns(ch, v, c + q, ex, param_dtype) : chain4_channel(ch, v, c, ex, param_dtype);
+      x[q] = v.x, x[q + 1] = v.y, x[q + 2] = v.z, x[q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) x[j] = chain1(ch, x[j], COLUMNS ? c + j : c, ex, param_dtype);
+  }
 }
 
 // ---- statistics: (count, mean, M2) combined with Chan's formula ----------------------------------------------
@@ -125,7 +170,7 @@ __device__ __forceinline__ Welford welford_combine(Welford a, Welford b) {
   const float n = a.n + b.n;
   if (n == 0.f) return a;
   const float delta = b.mean - a.mean;
-  const float wb = b.n / n;  // b.n == 0 -> a unchanged (also keeps a NaN mean NaN)
+  const float wb = __fdividef(b.n, n);  // a weight: 2-ulp division is plenty; b.n == 0 leaves a unchanged
   Welford r;
   r.n = n;
   r.mean = a.mean + delta * wb;

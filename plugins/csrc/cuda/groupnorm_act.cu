@@ -54,27 +54,38 @@ struct GnParams {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// S > 1: one (sample, group) per blockIdx.y, chunk blockIdx.x of it.
+// S > 1: one (sample, group) per blockIdx.x, chunk blockIdx.y of it.
 enum GroupMode { MODE_STATS = 0, MODE_APPLY = 1, MODE_FUSED = 2 };
+// How the pre chain is applied: interpreted (any chain), none, or GELU inlined (model 4's ConvTranspose->GELU->GN,
+// where the chain runs twice per element and its cost decides whether the kernel stays memory-bound).
+enum PreKind { PRE_CHAIN = 0, PRE_NONE = 1, PRE_GELU = 2 };
 
-template <typename T, int VEC>
+template <int VEC, int PRE>
 __device__ __forceinline__ void pre_transform(const GnParams& p, float (&v)[VEC], int64_t c) {
   if (p.bias) {
     const float b = load_param(p.bias, p.param_dtype, c);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v[j] += b;
   }
-  apply_chain<VEC>(p.pre, v, c, p.ex, p.param_dtype);
+  if (PRE == PRE_GELU) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = apply_step(FUSEDOPS_STEP_GELU, v[j], 0.f, 0.f, 0.f);
+  } else if (PRE == PRE_CHAIN) {
+    apply_chain<VEC, false>(&p.pre, v, c, &p.ex, p.param_dtype);
+  }
 }
 
-template <typename T, int VEC, int MODE>
-__global__ void __launch_bounds__(kBlock) gn_group_kernel(const GnParams p) {
-  const int64_t gi = blockIdx.x;  // n * G + g (x: up to 2^31-1 groups; y: chunks)
+template <typename T, int VEC, int MODE, int PRE>
+__global__ void __launch_bounds__(kBlock) gn_group_kernel(const __grid_constant__ GnParams p) {
+  // The apply pass walks the blocks in reverse so that it starts on the chunks the stats pass read last (in L2).
+  const bool reverse = MODE == MODE_APPLY;
+  const int64_t gi = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // n * G + g
+  const int64_t chunk_idx = reverse ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
   const int64_t g = gi % p.G;
   const int64_t c0 = g * p.Cg;
-  const int64_t base = (gi / p.G * p.C + c0) * p.S;  // == gi * L
+  const int64_t base = gi * p.L;
   const T* x = static_cast<const T*>(p.x) + base;
-  const int64_t start = int64_t(blockIdx.y) * p.chunk;
+  const int64_t start = chunk_idx * p.chunk;
   const int64_t end = min(p.L, start + p.chunk);
   const int64_t vstart = start / VEC, vend = end / VEC;  // chunk and L are multiples of VEC on this path
 
@@ -92,14 +103,14 @@ __global__ void __launch_bounds__(kBlock) gn_group_kernel(const GnParams p) {
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t iv = it + int64_t(u) * blockDim.x;
         if (iv < vend) {
-          pre_transform<T, VEC>(p, v[u], c0 + p.div_sv.div(uint32_t(iv)));
+          pre_transform<VEC, PRE>(p, v[u], c0 + p.div_sv.div(uint32_t(iv)));
           welford_add_vec<VEC>(w, v[u]);
         }
       }
     }
     w = block_welford(w);
     if (MODE == MODE_STATS) {
-      if (threadIdx.x == 0) p.partials[gi * p.P + blockIdx.y] = w;
+      if (threadIdx.x == 0) p.partials[gi * p.P + chunk_idx] = w;
       return;
     }
     mean = w.mean;
@@ -125,12 +136,13 @@ __global__ void __launch_bounds__(kBlock) gn_group_kernel(const GnParams p) {
       const int64_t iv = it + int64_t(u) * blockDim.x;
       if (iv < vend) {
         const int64_t c = c0 + p.div_sv.div(uint32_t(iv));
-        pre_transform<T, VEC>(p, v[u], c);
+        pre_transform<VEC, PRE>(p, v[u], c);
+        // (x - mean) * scale + beta: exact beta when x == mean (a one-element group), unlike x * scale + shift.
         const float scale = rstd * load_param(p.gamma, p.param_dtype, c);
-        const float shift = load_param(p.beta, p.param_dtype, c) - mean * scale;
+        const float b = load_param(p.beta, p.param_dtype, c);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) v[u][j] = v[u][j] * scale + shift;
-        apply_chain<VEC>(p.post, v[u], c, p.ex, p.param_dtype);
+        for (int j = 0; j < VEC; ++j) v[u][j] = (v[u][j] - mean) * scale + b;
+        apply_chain<VEC, false>(&p.post, v[u], c, &p.ex, p.param_dtype);
         store_vec<T, VEC>(y + iv * VEC, v[u]);
       }
     }
@@ -138,7 +150,7 @@ __global__ void __launch_bounds__(kBlock) gn_group_kernel(const GnParams p) {
 }
 
 // (mean, rstd) of every (sample, group) from its P partials: one thread per group.
-__global__ void gn_finalize_kernel(const GnParams p, int64_t num_groups) {
+__global__ void gn_finalize_kernel(const __grid_constant__ GnParams p, int64_t num_groups) {
   const int64_t gi = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (gi >= num_groups) return;
   Welford w{0.f, 0.f, 0.f};
@@ -148,7 +160,7 @@ __global__ void gn_finalize_kernel(const GnParams p, int64_t num_groups) {
 
 // Channel reduction with S > 1: thread per (n, s), loop over channels (coalesced along s).
 template <typename T>
-__global__ void __launch_bounds__(kBlock) gn_reduce_kernel(const GnParams p) {
+__global__ void __launch_bounds__(kBlock) gn_reduce_kernel(const __grid_constant__ GnParams p) {
   const int64_t blocks_per_sample = (p.S + blockDim.x - 1) / blockDim.x;
   const int64_t n = blockIdx.x / blocks_per_sample;
   const int64_t s = (blockIdx.x % blocks_per_sample) * blockDim.x + threadIdx.x;
@@ -159,10 +171,9 @@ __global__ void __launch_bounds__(kBlock) gn_reduce_kernel(const GnParams p) {
     const float2 st = p.stats[n * p.G + g];
     for (int64_t c = g * p.Cg; c < (g + 1) * p.Cg; ++c) {
       float v[1] = {to_float(x[c * p.S])};
-      pre_transform<T, 1>(p, v, c);
-      const float scale = st.y * load_param(p.gamma, p.param_dtype, c);
-      v[0] = v[0] * scale + (load_param(p.beta, p.param_dtype, c) - st.x * scale);
-      apply_chain<1>(p.post, v, c, p.ex, p.param_dtype);
+      pre_transform<1, PRE_CHAIN>(p, v, c);
+      v[0] = (v[0] - st.x) * (st.y * load_param(p.gamma, p.param_dtype, c)) + load_param(p.beta, p.param_dtype, c);
+      apply_chain<1, false>(&p.post, v, c, &p.ex, p.param_dtype);
       r = red_combine(p.reduce, r, red_value(p.reduce, v[0]));
     }
   }
@@ -180,46 +191,38 @@ __device__ __forceinline__ void load_params_vec(const void* ptr, int32_t dtype, 
   }
 }
 
-// Chain over VEC consecutive channels c0..c0+VEC-1 (per-channel operands differ per element).
-template <int VEC>
-__device__ __forceinline__ void apply_chain_row(const fusedops_chain& ch, float (&x)[VEC], int64_t c0,
-                                                const ExtraPtrs& ex, int32_t param_dtype) {
-  for (int i = 0; i < ch.num_steps; ++i) {
-    const fusedops_step s = ch.steps[i];
-    float v[VEC];
-    if (s.operand >= 0) {
-      load_params_vec<VEC>(ex.p[s.operand], param_dtype, c0, v);
-    } else {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) v[j] = s.a;
-    }
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) x[j] = apply_step(s.op, x[j], v[j], s.a, s.b);
-  }
-}
-
 template <typename T, int VEC>
-__global__ void gn_row_kernel(const GnParams p) {
+__global__ void gn_row_kernel(const __grid_constant__ GnParams p) {
   extern __shared__ float4 smem_f4[];
-  float* z = reinterpret_cast<float*>(smem_f4);           // C floats: pre(x + bias)
+  float* z = reinterpret_cast<float*>(smem_f4);                               // C floats: pre(x + bias)
   float2* gstat = reinterpret_cast<float2*>(z + ((p.C + 1) & ~int64_t(1)));  // G x (mean, rstd), 8-byte aligned
   const int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(p.x) + row * p.C;
   const int64_t nvec = p.C / VEC;
 
-  // 1) load, bias, pre -> shared memory
-  for (int64_t iv = threadIdx.x; iv < nvec; iv += blockDim.x) {
-    float v[VEC];
-    load_vec<T, VEC>(x + iv * VEC, v);
-    if (p.bias) {
-      float b[VEC];
-      load_params_vec<VEC>(p.bias, p.param_dtype, iv * VEC, b);
+  // 1) load (kUnroll vectors in flight per thread), bias, pre -> shared memory
+  for (int64_t it = threadIdx.x; it < nvec; it += int64_t(blockDim.x) * kUnroll) {
+    float v[kUnroll][VEC];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v[j] += b[j];
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t iv = it + int64_t(u) * blockDim.x;
+      if (iv < nvec) load_vec<T, VEC>(x + iv * VEC, v[u]);
     }
-    apply_chain_row<VEC>(p.pre, v, iv * VEC, p.ex, p.param_dtype);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) z[iv * VEC + j] = v[j];
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t iv = it + int64_t(u) * blockDim.x;
+      if (iv < nvec) {
+        if (p.bias) {
+          float b[VEC];
+          load_params_vec<VEC>(p.bias, p.param_dtype, iv * VEC, b);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[u][j] += b[j];
+        }
+        apply_chain<VEC, true>(&p.pre, v[u], iv * VEC, &p.ex, p.param_dtype);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) z[iv * VEC + j] = v[u][j];
+      }
+    }
   }
   __syncthreads();
 
@@ -262,10 +265,9 @@ __global__ void gn_row_kernel(const GnParams p) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const float2 st = gstat[p.div_cg.div(uint32_t(c0 + j))];
-      const float scale = st.y * ga[j];
-      v[j] = z[c0 + j] * scale + (be[j] - st.x * scale);
+      v[j] = (z[c0 + j] - st.x) * (st.y * ga[j]) + be[j];
     }
-    apply_chain_row<VEC>(p.post, v, c0, p.ex, p.param_dtype);
+    apply_chain<VEC, true>(&p.post, v, c0, &p.ex, p.param_dtype);
     if (p.reduce == FUSEDOPS_REDUCE_NONE) {
       store_vec<T, VEC>(y + row * p.C + c0, v);
     } else {
@@ -322,8 +324,15 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
   if (plan.kind == GnPlan::FUSED) {
     threads = int(std::min<int64_t>(kBlock, std::max<int64_t>(32, ceil_div(ceil_div(plan.chunk / vec_n, 4), 32) * 32)));
   }
-#define FUSEDOPS_LAUNCH_GROUP(MODE)                                                           \
-  (vec ? gn_group_kernel<T, kVec, MODE> : gn_group_kernel<T, 1, MODE>)<<<grid, threads, 0, a.stream>>>(p)
+  const int pre_kind = d.pre.num_steps == 0                                    ? PRE_NONE
+                       : d.pre.num_steps == 1 && d.pre.steps[0].op == FUSEDOPS_STEP_GELU ? PRE_GELU
+                                                                                      : PRE_CHAIN;
+  // Vector path: PRE_* specialisations; scalar path (S % VEC != 0 or misaligned): the interpreted chain only.
+#define FUSEDOPS_LAUNCH_GROUP(MODE)                                                                      \
+  (!vec                      ? gn_group_kernel<T, 1, MODE, PRE_CHAIN>                                   \
+   : pre_kind == PRE_NONE    ? gn_group_kernel<T, kVec, MODE, PRE_NONE>                                 \
+   : pre_kind == PRE_GELU    ? gn_group_kernel<T, kVec, MODE, PRE_GELU>                                 \
+                             : gn_group_kernel<T, kVec, MODE, PRE_CHAIN>)<<<grid, threads, 0, a.stream>>>(p)
   switch (plan.kind) {
     case GnPlan::FUSED: FUSEDOPS_LAUNCH_GROUP(MODE_FUSED); break;
     case GnPlan::SPLIT:
