@@ -342,7 +342,7 @@ def plot(report: BenchReport, path: Path) -> Path | None:
     colors = {"fp32": "#4c72b0", "tf32": "#dd8452", "bf16": "#55a868"}
     for ax, model in zip(axes[:, 0], models):
         rs = [r for r in report.rows if r.model == model]
-        labels = [f"{r.variant}\n{r.precision}" for r in rs]
+        labels = [f"{r.variant.replace('gn_step_', 'step ')}\n{r.precision}" for r in rs]
         ax.bar(range(len(rs)), [r.median_ms for r in rs], color=[colors.get(r.precision, "#888") for r in rs])
         ax.set_xticks(range(len(rs)), labels, fontsize=7)
         ax.set_ylabel("median ms")
