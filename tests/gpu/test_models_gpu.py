@@ -325,3 +325,43 @@ def test_model4_no_output_sized_intermediate():
     extra = torch.cuda.max_memory_allocated() - base
     out_bytes = y.numel() * y.element_size()
     assert extra < 1.1 * out_bytes, f"peak extra {extra / 2**20:.1f} MiB for a {out_bytes / 2**20:.1f} MiB output"
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_model_in_a_cuda_graph(key):
+    """The ops allocate through PyTorch's allocator and never synchronise, so a CUDA graph can capture them."""
+    entry = get_entry(key)
+    new = entry.build("small", cls_name="ModelNew", seed=3).cuda()
+    ref = entry.build("small", seed=3).cuda()
+    (x,) = entry.inputs("small", batch=6, generator=_gen(6), device="cuda")
+    static_x = x.clone()
+    with precision("fp32"), torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            new(static_x)  # warm-up outside the capture (library load, cuBLASLt handle and algorithm choice)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = new(static_x)
+        for seed in (7, 8):
+            (x2,) = entry.inputs("small", batch=6, generator=_gen(seed), device="cuda")
+            static_x.copy_(x2)
+            static_y.fill_(float("nan"))
+            graph.replay()
+            torch.testing.assert_close(static_y, ref(x2), rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_op_on_a_side_stream():
+    g = _gen(18)
+    x = torch.rand(300, 200, generator=g).cuda()
+    w = (torch.randn(256, 200, generator=g) / 14).cuda()
+    b, gm, bt = _params(256, 1, seed=18)[:3]
+    with precision("fp32"):
+        want = F.leaky_relu(F.group_norm(F.linear(x, w, b), 16, gm, bt, 1e-5), 0.01) * 2
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            got = torch_ops.gemm_group_norm_act(x, w, b, gm, bt, [], 16, 1e-5, "", "leaky_relu(0.01);mul(2)")
+        torch.cuda.current_stream().wait_stream(s)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
