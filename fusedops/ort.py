@@ -104,6 +104,8 @@ def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool
     if providers is None:
         avail = ort.get_available_providers()
         providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in avail]
+    if "CUDAExecutionProvider" in providers:
+        import torch  # noqa: F401  (loads the CUDA / cuDNN libraries the CUDA EP dlopens by soname)
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     elif isinstance(model, (str, Path)):

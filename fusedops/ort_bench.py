@@ -33,16 +33,26 @@ def _entry(entry: Any):
     return entry
 
 
-def _models(entry, size: str):
-    from fusedops import exporter_api
+_MODEL_CACHE: dict[tuple[str, str], tuple] = {}
 
-    unfused = exporter_api.export_unfused_model(entry.key, size=size)
-    from fusedops.exporter.fuse import fuse_model
 
-    fused = fuse_model(unfused)
-    if not any(n.domain == "fusedops" for n in fused.graph.node):
-        raise FusedopsError(f"{entry.key}: the fuser emitted no fusedops node")
-    return unfused, fused
+def models(entry, size: str):
+    """(unfused, fused) ModelProtos of a reference model, exported once per process (bench exports take seconds)."""
+    entry = _entry(entry)
+    key = (entry.key, size)
+    if key not in _MODEL_CACHE:
+        from fusedops import exporter_api
+        from fusedops.exporter.fuse import fuse_model
+
+        unfused = exporter_api.export_unfused_model(entry.key, size=size)
+        fused = fuse_model(unfused)
+        if not any(n.domain == "fusedops" for n in fused.graph.node):
+            raise FusedopsError(f"{entry.key}: the fuser emitted no fusedops node")
+        _MODEL_CACHE[key] = (unfused, fused)
+    return _MODEL_CACHE[key]
+
+
+_models = models
 
 
 def _alternate(runners: dict[str, Callable[[], None]], warmup: int, iters: int) -> dict[str, list[float]]:

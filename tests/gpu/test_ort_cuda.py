@@ -1,0 +1,193 @@
+"""libfusedops_ort.so on the CUDA EP (needs onnxruntime-gpu, a CUDA device and a CUDA build of the library).
+
+- the four reference models, exported + fused, at benchmark sizes (and batch 1 / odd batches) vs eager PyTorch:
+  TF32 by default, strict FP32 through allow_tf32=False (session config fusedops.allow_tf32 = "0");
+- two sessions run from two threads give the same bits as one thread; repeated session create/destroy does not
+  grow device memory;
+- timing: fused vs the unfused standard-op graph on the CUDA EP (target: >= 2x for models 1-3 at TF32).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+ort = pytest.importorskip("onnxruntime")
+CUDA = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+MODELS = ["matmul_groupnorm_leakyrelu_sum", "gemm_groupnorm_min_biasadd", "gemm_biasadd_hardtanh_mish_groupnorm",
+          "convtranspose2d_gelu_groupnorm"]
+
+
+@pytest.fixture(scope="module")
+def fo():
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to PyTorch")
+    from fusedops import ort as fo_mod
+    from fusedops.errors import FusedopsError
+
+    try:
+        fo_mod.library_path()
+    except FusedopsError:
+        try:
+            fo_mod.build_library(cuda="on")
+        except FusedopsError as e:
+            pytest.skip(f"cannot build libfusedops_ort.so with CUDA: {str(e).splitlines()[0]}")
+    if not fo_mod.library_has_cuda():
+        pytest.skip("libfusedops_ort.so was built without CUDA (rebuild with FUSEDOPS_CUDA=ON)")
+    return fo_mod
+
+
+def _models(name, size="bench"):
+    from fusedops.ort_bench import models
+
+    return models(name, size)
+
+
+def _eager(name, x: torch.Tensor, size="bench") -> np.ndarray:
+    from fusedops.models.registry import get_entry
+
+    prev = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # strict FP32 reference
+    try:
+        m = get_entry(name).build(size).cuda()
+        with torch.no_grad():
+            y = m(x.cuda()).cpu().numpy()
+        del m
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = prev
+    torch.cuda.empty_cache()
+    return y
+
+
+def _run(sess, x: np.ndarray) -> np.ndarray:
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fused_bench_size_tf32_matches_eager(fo, name):
+    from fusedops.models.registry import get_entry
+
+    entry = get_entry(name)
+    _, fused = _models(name)
+    sess = fo.session(fused, providers=CUDA, allow_tf32=True)
+    assert sess.get_providers()[0] == "CUDAExecutionProvider"
+    batches = [None, 1, 7] if name != "convtranspose2d_gelu_groupnorm" else [None, 1, 3]
+    for batch in batches:
+        gen = torch.Generator().manual_seed(100 + (batch or 0))
+        (x,) = entry.inputs("bench", batch=batch, generator=gen)
+        before = fo.kernel_calls("cuda")
+        y = _run(sess, x.numpy())
+        assert fo.kernel_calls("cuda") > before, "the library's CUDA kernel did not run"
+        want = _eager(name, x)
+        assert y.shape == want.shape
+        # TF32 GEMM (10-bit mantissa) over K = 8192, then normalised: |err| ~ 1e-3 typical, bound 3e-2.
+        np.testing.assert_allclose(y, want, rtol=3e-2, atol=3e-2, err_msg=f"{name} batch={batch}")
+        assert np.mean(np.abs(y - want)) < 3e-3, f"{name} batch={batch}: mean error too large for TF32"
+
+
+@pytest.mark.parametrize("name", MODELS[:3])
+def test_strict_fp32_session_config(fo, name):
+    from fusedops.models.registry import get_entry
+
+    entry = get_entry(name)
+    _, fused = _models(name)
+    sess = fo.session(fused, providers=CUDA, allow_tf32=False)
+    (x,) = entry.inputs("bench", batch=33, generator=torch.Generator().manual_seed(7))
+    y = _run(sess, x.numpy())
+    want = _eager(name, x)
+    np.testing.assert_allclose(y, want, rtol=2e-4, atol=2e-4)
+
+
+def test_two_threads_two_sessions_identical(fo):
+    name = "gemm_biasadd_hardtanh_mish_groupnorm"
+    _, fused = _models(name)
+    from fusedops.models.registry import get_entry
+
+    xs = [get_entry(name).inputs("bench", batch=b, generator=torch.Generator().manual_seed(b))[0].numpy()
+          for b in (64, 96)]
+    s1, s2 = fo.session(fused, providers=CUDA), fo.session(fused, providers=CUDA)
+    want = [_run(s1, x) for x in xs]
+    results: dict[int, list] = {0: [], 1: []}
+    errors = []
+
+    def worker(i, sess):
+        try:
+            for r in range(10):
+                results[i].append(_run(sess, xs[(i + r) % 2]))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(i, s)) for i, s in enumerate((s1, s2))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    for i in (0, 1):
+        for r, y in enumerate(results[i]):
+            assert np.array_equal(y, want[(i + r) % 2]), f"thread {i} run {r} differs"
+
+
+def test_session_create_destroy_no_device_memory_growth(fo):
+    name = "matmul_groupnorm_leakyrelu_sum"
+    _, fused = _models(name, "small")
+    from fusedops.models.registry import get_entry
+
+    (x,) = get_entry(name).inputs("small", generator=torch.Generator().manual_seed(3))
+    x = x.numpy()
+    ref = None
+
+    def cycle():
+        nonlocal ref
+        s = fo.session(fused, providers=CUDA)
+        y = _run(s, x)
+        if ref is None:
+            ref = y
+        assert np.array_equal(y, ref)
+        del s
+        gc.collect()
+
+    for _ in range(3):  # warm-up: CUDA context, cuBLASLt handle, allocator caches
+        cycle()
+    torch.cuda.synchronize()
+    free0 = torch.cuda.mem_get_info()[0]
+    for _ in range(15):
+        cycle()
+    torch.cuda.synchronize()
+    grown = free0 - torch.cuda.mem_get_info()[0]
+    assert grown < 32 * 2**20, f"device memory grew by {grown / 2**20:.1f} MiB over 15 session cycles"
+
+
+def test_fused_vs_unfused_speed_on_cuda_ep(fo):
+    from fusedops.ort_bench import ort_rows
+
+    rows = []
+    for name in MODELS:
+        rows += ort_rows(name, "bench", warmup=3, iters=10, precisions=("tf32",) if name == MODELS[3] else
+                         ("tf32", "fp32"))
+    out = os.environ.get("FUSEDOPS_ORT_BENCH_OUT")
+    if out:
+        with open(out, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    speedups = {}
+    for r in rows:
+        print(json.dumps(r))
+    for name in MODELS:
+        for prec in ("tf32", "fp32"):
+            t = {r["backend"]: r["median_ms"] for r in rows if r["model"] == name and r["precision"] == prec}
+            if len(t) == 2:
+                speedups[(name, prec)] = t["ort-cuda-unfused"] / t["ort-cuda-fused"]
+                print(f"{name} {prec}: unfused {t['ort-cuda-unfused']:.3f} ms, fused {t['ort-cuda-fused']:.3f} ms, "
+                      f"speedup {speedups[(name, prec)]:.2f}x")
+    for name in MODELS[:3]:
+        assert speedups[(name, "tf32")] >= 2.0, f"{name}: fused is only {speedups[(name, 'tf32')]:.2f}x faster"
