@@ -98,6 +98,22 @@ class _Fused:
                 and len(self.extras) <= catalog.MAX_EXTRAS)
 
 
+def _output_shape(f: _Fused) -> ir.Shape | None:
+    """The fused node's output shape from its input X (for outputs the original graph left without a shape)."""
+    x = f.inputs[0]
+    if not isinstance(x, ir.Value) or x.shape is None:
+        return None
+    dims = list(x.shape)
+    if f.op_type == GEMM_GN:
+        dims[-1] = f.channels
+        axis = len(dims) - 1
+    else:
+        axis = 1
+    if f.attrs.reduce:
+        dims[axis] = 1
+    return ir.Shape(dims)
+
+
 def _read_fused(value: ir.Value | None) -> _Fused | None:
     node = value.producer() if value is not None else None
     if node is None or node.domain != DOMAIN or node.op_type not in FUSED_OPS:
@@ -258,12 +274,18 @@ def _tanh_gelu(form: int, cube: str) -> _StepPattern:
     return _StepPattern(f"gelu_tanh_{cube}_{form}", graph, extract, commute=True)
 
 
+# Multi-op forms first: at one root the first matching rule wins, and a decomposed GELU ends in a Mul by 0.5 that
+# the plain "mul" rule would otherwise take on its own.
 STEP_PATTERNS: list[_StepPattern] = [
+    *[_erf_gelu(form, scale_op) for form in range(3) for scale_op in ("Div", "Mul")],
+    *[_tanh_gelu(form, cube) for form in range(3) for cube in ("pow", "mul")],
+    _StepPattern("silu", _silu_graph, lambda b, r, c: ("silu", (), None), commute=True),
+    _StepPattern("mish_decomposed", _mish_graph, lambda b, r, c: ("mish", (), None), commute=True),
+    _StepPattern("add_self", lambda op, x: op.Add(x, x, _outputs=["out"]), lambda b, r, c: ("mul", (), 2.0)),
     _binary("add", "Add", "add", False), _binary("add_l", "Add", "add", True),
     _binary("sub", "Sub", "sub", False), _binary("rsub", "Sub", "rsub", True),
     _binary("mul", "Mul", "mul", False), _binary("mul_l", "Mul", "mul", True),
     _binary("div", "Div", "div", False), _binary("rdiv", "Div", "rdiv", True),
-    _StepPattern("add_self", lambda op, x: op.Add(x, x, _outputs=["out"]), lambda b, r, c: ("mul", (), 2.0)),
     _unary("relu", "Relu", "relu"),
     _unary("leaky_relu", "LeakyRelu", "leaky_relu", lambda n: (float(_attr(n, "alpha", 0.01)),)),
     _unary("sigmoid", "Sigmoid", "sigmoid"),
@@ -276,10 +298,6 @@ STEP_PATTERNS: list[_StepPattern] = [
     _StepPattern("gelu_op", lambda op, x: op.Gelu(x, _allow_other_attributes=True, _outputs=["out"]),
                  _gelu_op_extract),
     _StepPattern("clip", _clip_graph, _clip_extract),
-    _StepPattern("silu", _silu_graph, lambda b, r, c: ("silu", (), None), commute=True),
-    _StepPattern("mish_decomposed", _mish_graph, lambda b, r, c: ("mish", (), None), commute=True),
-    *[_erf_gelu(form, scale_op) for form in range(3) for scale_op in ("Div", "Mul")],
-    *[_tanh_gelu(form, cube) for form in range(3) for cube in ("pow", "mul")],
 ]
 
 REDUCE_OPS = {"ReduceMin": "min", "ReduceMax": "max", "ReduceSum": "sum", "ReduceMean": "mean",
@@ -327,8 +345,8 @@ class _Fuser:
                 v = op.initializer(t, name=t.name)
             vals.append(v)
         out = op.op(f.op_type, *vals, _domain=DOMAIN, _version=catalog.VERSION, **f.attrs.onnx_attrs(f.op_type))
-        out.type = like.type
-        out.shape = like.shape
+        out.type = like.type if like.type is not None else ir.TensorType(ir.DataType.FLOAT)
+        out.shape = like.shape if like.shape is not None else _output_shape(f)
         return out
 
     # --- phase 1: GroupNorm → GroupNormAct -----------------------------------------------------------------------
