@@ -9,6 +9,8 @@ reads the same text.
   cuBLASLt GEMM with the GroupNorm/activation epilogue).
 - Fake kernel: output shape from ``catalog.output_shape``, so ``torch.compile`` and ``torch.export`` trace through.
 
+Autograd: the backward recomputes through the reference math (unfused PyTorch ops) and differentiates it.
+
 Precision of the float32 GEMM follows ``allow_tf32``: -1 (default) reads ``torch.get_float32_matmul_precision()``
 when the op runs ("highest" → strict FP32, otherwise TF32), 0 / 1 force it. 16-bit inputs run in their own type.
 
@@ -209,6 +211,65 @@ def _gemm_group_norm_act_fake(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, be
     a = parsed_attrs(_GEMM, num_groups, epsilon, pre, post, reduce, trans_b, 1 if allow_tf32 == -1 else allow_tf32)
     _check_gemm_group_norm_act(x, w, b, gamma, beta, extras, a)
     return x.new_empty(catalog.output_shape(_GEMM, tuple(x.shape), a, tuple(w.shape)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Autograd: the backward recomputes the forward with the catalog's reference math (PyTorch ops, any device) and
+# differentiates that. Correct everywhere, not fused: the fused kernels are for inference; training works but pays
+# the unfused cost in the backward pass.
+# ---------------------------------------------------------------------------------------------------------------------
+
+_GN_DEFAULTS = (None, 1e-5, "", "", "")  # num_groups (always given), epsilon, pre, post, reduce
+_GEMM_DEFAULTS = (None, 1e-5, "", "", "", 1, -1)  # ... trans_b, allow_tf32
+
+
+def _grads_for(ctx, tensor_grads: tuple) -> tuple:
+    """Pad with None for the attribute arguments. The count comes from ctx.needs_input_grad: PyTorch hands the op's
+    autograd.Function the arguments as called (trailing defaults dropped) and expects one entry for each."""
+    n = len(ctx.needs_input_grad)
+    return tensor_grads + (None,) * (n - len(tensor_grads))
+
+
+def _reference_grads(fn, tensors: Sequence[Tensor], grad: Tensor) -> tuple:
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_(t.requires_grad or t.is_floating_point()) for t in tensors]
+        y = fn(*leaves)
+        return torch.autograd.grad(y, leaves, grad, allow_unused=True)
+
+
+def _gn_setup_context(ctx, inputs, output) -> None:
+    # `inputs` holds the arguments as called: trailing ones left at their defaults may be absent.
+    x, gamma, beta, extras, *attrs = inputs
+    ctx.save_for_backward(x, gamma, beta, *extras)
+    ctx.attrs = tuple(attrs) + _GN_DEFAULTS[len(attrs):]
+
+
+def _gn_backward(ctx, grad):
+    x, gamma, beta, *extras = ctx.saved_tensors
+    a = parsed_attrs(_GN, *ctx.attrs)
+    g = _reference_grads(lambda x_, g_, b_, *e_: catalog.group_norm_act_reference(x_, g_, b_, list(e_), a),
+                         (x, gamma, beta, *extras), grad)
+    return _grads_for(ctx, (g[0], g[1], g[2], list(g[3:])))
+
+
+def _gemm_setup_context(ctx, inputs, output) -> None:
+    x, w, b, gamma, beta, extras, *attrs = inputs
+    ctx.save_for_backward(x, w, b, gamma, beta, *extras)
+    attrs = tuple(attrs) + _GEMM_DEFAULTS[len(attrs):]
+    ctx.attrs = attrs[:-1] + (resolve_allow_tf32(attrs[-1]),)
+
+
+def _gemm_backward(ctx, grad):
+    x, w, b, gamma, beta, *extras = ctx.saved_tensors
+    a = parsed_attrs(_GEMM, *ctx.attrs)
+    g = _reference_grads(
+        lambda x_, w_, b_, g_, be_, *e_: catalog.gemm_group_norm_act_reference(x_, w_, b_, g_, be_, list(e_), a),
+        (x, w, b, gamma, beta, *extras), grad)
+    return _grads_for(ctx, (g[0], g[1], g[2], g[3], g[4], list(g[5:])))
+
+
+group_norm_act.register_autograd(_gn_backward, setup_context=_gn_setup_context)
+gemm_group_norm_act.register_autograd(_gemm_backward, setup_context=_gemm_setup_context)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -102,3 +102,17 @@ def test_torch_compile_traces_through(key):
     (x,) = entry.inputs("small", generator=torch.Generator().manual_seed(15))
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), ref(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_gradients_match_model(key):
+    """Training works: the backward (reference math) gives Model's gradients for every parameter and the input."""
+    entry, ref, new = _pair(key, seed=16)
+    (x,) = entry.inputs("small", batch=3, generator=torch.Generator().manual_seed(17))
+    x_ref, x_new = x.clone().requires_grad_(), x.clone().requires_grad_()
+    g_out = torch.randn_like(ref(x), generator=None)
+    (ref(x_ref) * g_out).sum().backward()
+    (new(x_new) * g_out).sum().backward()
+    torch.testing.assert_close(x_new.grad, x_ref.grad, rtol=1e-4, atol=1e-5)
+    for (n, p), (_, q) in zip(ref.named_parameters(), new.named_parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=n)

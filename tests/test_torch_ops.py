@@ -276,3 +276,46 @@ def test_chain_number_round_trips():
         text = torch_ops.chain_number(v)
         steps = torch_ops.parsed_attrs("GroupNormAct", 1, 1e-5, f"hardtanh({text},1)", "", "").pre
         assert steps[0].params[0] == v
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Autograd (backward recomputes through the reference math)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _leaf(*shape, seed, scale=1.0, shift=0.0):
+    return (torch.randn(*shape, generator=_gen(seed), dtype=torch.float64) * scale + shift).requires_grad_()
+
+
+@pytest.mark.parametrize("pre,post,reduce,G", [("", "", "", 4), ("add(@0);gelu", "leaky_relu(0.2);mul(2)", "", 2),
+                                               ("", "silu", "min", 4), ("mul(@0)", "", "logsumexp", 12)])
+def test_group_norm_act_gradcheck(pre, post, reduce, G):
+    x, gamma, beta, e0 = _leaf(2, 12, 5, seed=20), _leaf(12, seed=21, shift=1), _leaf(12, seed=22), _leaf(12, seed=23)
+    torch.autograd.gradcheck(lambda x, g, b, e: torch_ops.group_norm_act(x, g, b, [e], G, 1e-5, pre, post, reduce),
+                             (x, gamma, beta, e0))
+
+
+@pytest.mark.parametrize("trans_b", [1, 0])
+@pytest.mark.parametrize("chain", [("", "leaky_relu(0.01);mul(2)", ""), ("", "", "min"),
+                                   ("add(@0);hardtanh(-1,1);mish", "", "")])
+def test_gemm_group_norm_act_gradcheck(chain, trans_b):
+    pre, post, reduce = chain
+    x, b, gamma, beta, e0 = (_leaf(3, 10, seed=24), _leaf(8, seed=25), _leaf(8, seed=26, shift=1), _leaf(8, seed=27),
+                             _leaf(8, seed=28))
+    w = _leaf(*((8, 10) if trans_b else (10, 8)), seed=29, scale=0.3)
+    torch.autograd.gradcheck(
+        lambda *t: torch_ops.gemm_group_norm_act(*t[:5], [t[5]], 2, 1e-5, pre, post, reduce, trans_b),
+        (x, w, b, gamma, beta, e0))
+
+
+def test_opcheck_with_gradients():
+    g = _gen(30)
+    x = torch.randn(2, 12, 7, generator=g, requires_grad=True)
+    gamma, beta, (e0,) = _params(12, 1)
+    for t in (gamma, beta, e0):
+        t.requires_grad_()
+    torch.library.opcheck(gna, (x, gamma, beta, [e0], 4, 1e-5, "add(@0);gelu", "", ""))
+    xg = torch.rand(5, 16, generator=g, requires_grad=True)
+    w = (torch.randn(24, 16, generator=g) / 4).requires_grad_()
+    b = torch.randn(24, generator=g, requires_grad=True)
+    gm, bt, _ = _params(24)
+    torch.library.opcheck(ggna, (xg, w, b, gm, bt, [], 6, 1e-5, "", "leaky_relu(0.01);mul(2)", "", 1, -1))

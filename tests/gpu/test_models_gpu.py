@@ -365,3 +365,19 @@ def test_gemm_op_on_a_side_stream():
             got = torch_ops.gemm_group_norm_act(x, w, b, gm, bt, [], 16, 1e-5, "", "leaky_relu(0.01);mul(2)")
         torch.cuda.current_stream().wait_stream(s)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_model_gradients_on_cuda(key):
+    entry = get_entry(key)
+    ref = entry.build("small", seed=4).cuda()
+    new = entry.build("small", cls_name="ModelNew", seed=4).cuda()
+    (x,) = entry.inputs("small", batch=5, generator=_gen(9), device="cuda")
+    x_ref, x_new = x.clone().requires_grad_(), x.clone().requires_grad_()
+    with precision("fp32"):
+        g_out = torch.randn(ref(x).shape, generator=_gen(10)).cuda()
+        (ref(x_ref) * g_out).sum().backward()
+        (new(x_new) * g_out).sum().backward()
+    torch.testing.assert_close(x_new.grad, x_ref.grad, rtol=1e-4, atol=1e-4)
+    for (n, p), (_, q) in zip(ref.named_parameters(), new.named_parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4, msg=n)
