@@ -381,3 +381,12 @@ def test_model_gradients_on_cuda(key):
     torch.testing.assert_close(x_new.grad, x_ref.grad, rtol=1e-4, atol=1e-4)
     for (n, p), (_, q) in zip(ref.named_parameters(), new.named_parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4, msg=n)
+
+
+def test_empty_batch_on_cuda():
+    gamma, beta = _params(12, 0, seed=19)
+    y = torch_ops.group_norm_act(torch.randn(0, 12, 5, device="cuda"), gamma, beta, [], 4)
+    assert y.shape == (0, 12, 5)
+    w = torch.randn(12, 10, device="cuda")
+    y = torch_ops.gemm_group_norm_act(torch.randn(0, 10, device="cuda"), w, beta, gamma, beta, [], 4, reduce="min")
+    assert y.shape == (0, 1)
