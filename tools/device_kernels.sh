@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build libfusedops with CUDA on a GPU machine, then check and time its kernels; logs and JSON go to $OUT.
 #
-#   OUT=<dir> tools/device_kernels.sh [build] [smoke] [tests] [bench] [sanitize]     (default: all five)
+#   OUT=<dir> tools/device_kernels.sh [build] [smoke] [tests] [bench] [sanitize] [ncu]  (default: all but ncu)
 #
 # FUSEDOPS_CUDA_ARCHS (default "80;89;90", the CMake default) picks the architectures; PYTEST_K filters the tests.
 # Needs Eigen headers in third_party/eigen3 (scripts/get_native_deps.sh) or EIGEN_INCLUDE_DIR.
@@ -40,6 +40,11 @@ if has tests; then
 fi
 if has bench; then
   $py tools/kernel_bench.py bench --json "$out/kernels_bench.json" 2>&1 | tee "$out/bench.log" || rc=1
+fi
+if has ncu; then
+  ncu --clock-control none -k regex:gn_ --section SpeedOfLight --section Occupancy --section LaunchStats \
+    $py tools/kernel_bench.py profile >"$out/ncu.log" 2>&1 || rc=1
+  grep -E "^  [a-z_]+.*gn_|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Size|Grid Size" "$out/ncu.log" | head -120
 fi
 if has sanitize; then
   for tool in memcheck racecheck; do

@@ -97,20 +97,53 @@ struct ExtraPtrs {
   const void* p[FUSEDOPS_MAX_EXTRAS];
 };
 
-// Chains are interpreted by small out-of-line functions: one copy of the step table per kernel module instead of one
-// per element of every unrolled loop (inlining it everywhere made 100-600 KB kernels that thrashed the instruction
-// cache; see docs/kernels.md). Four values per call amortise the call and the step dispatch.
-// `c` is the channel of all four values (uniform) ...
+// Chains are interpreted by small out-of-line functions: one copy of the step table per kernel instead of one per
+// element of every unrolled loop (inlining it everywhere made 100-600 KB kernels that thrashed the instruction cache;
+// see docs/kernels.md). Per step the switch is taken once for four values, and each case is straight-line code in
+// which apply_step's switch folds away.
+#define FUSEDOPS_STEP_CASE(OP)                                              \
+  case OP:                                                                  \
+    x.x = apply_step(OP, x.x, v.x, s.a, s.b);                               \
+    x.y = apply_step(OP, x.y, v.y, s.a, s.b);                               \
+    x.z = apply_step(OP, x.z, v.z, s.a, s.b);                               \
+    x.w = apply_step(OP, x.w, v.w, s.a, s.b);                               \
+    break;
+
+__device__ __forceinline__ float4 apply_step4(const fusedops_step& s, float4 x, float4 v) {
+  switch (s.op) {
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_ADD)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SUB)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_MUL)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_DIV)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_RSUB)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_RDIV)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_RELU)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_LEAKY_RELU)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SIGMOID)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SILU)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_TANH)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_HARDTANH)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_HARDSIGMOID)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_HARDSWISH)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_MISH)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SOFTPLUS)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_GELU)
+    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_GELU_TANH)
+    default: x = make_float4(__int_as_float(0x7fffffff), __int_as_float(0x7fffffff), __int_as_float(0x7fffffff),
+                             __int_as_float(0x7fffffff));
+  }
+  return x;
+}
+#undef FUSEDOPS_STEP_CASE
+
+// Four values of one channel c (uniform) ...
 __device__ __noinline__ float4 chain4_channel(const fusedops_chain* ch, float4 x, int64_t c, const ExtraPtrs* ex,
                                               int32_t param_dtype) {
   const int n = ch->num_steps;
   for (int i = 0; i < n; ++i) {
     const fusedops_step s = ch->steps[i];
     const float v = s.operand >= 0 ? load_param(ex->p[s.operand], param_dtype, c) : s.a;
-    x.x = apply_step(s.op, x.x, v, s.a, s.b);
-    x.y = apply_step(s.op, x.y, v, s.a, s.b);
-    x.z = apply_step(s.op, x.z, v, s.a, s.b);
-    x.w = apply_step(s.op, x.w, v, s.a, s.b);
+    x = apply_step4(s, x, make_float4(v, v, v, v));
   }
   return x;
 }
@@ -126,10 +159,7 @@ __device__ __noinline__ float4 chain4_columns(const fusedops_chain* ch, float4 x
       v = make_float4(load_param(e, param_dtype, c0), load_param(e, param_dtype, c0 + 1),
                       load_param(e, param_dtype, c0 + 2), load_param(e, param_dtype, c0 + 3));
     }
-    x.x = apply_step(s.op, x.x, v.x, s.a, s.b);
-    x.y = apply_step(s.op, x.y, v.y, s.a, s.b);
-    x.z = apply_step(s.op, x.z, v.z, s.a, s.b);
-    x.w = apply_step(s.op, x.w, v.w, s.a, s.b);
+    x = apply_step4(s, x, v);
   }
   return x;
 }

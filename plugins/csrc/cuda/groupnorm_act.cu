@@ -289,6 +289,95 @@ __global__ void gn_row_kernel(const __grid_constant__ GnParams p) {
   }
 }
 
+// S == 1 with small power-of-two groups (the GEMM epilogue of the reference models: C/G = 16 or 32): one block per row,
+// each thread holds kRegVecs vectors in registers, a group is LPG = Cg / VEC consecutive lanes, and its exact two-pass
+// statistics are LPG-lane shuffles. No shared memory, no barrier except for the channel reduction; all loads of a
+// thread are issued before any arithmetic.
+constexpr int kRegVecs = 8;
+constexpr int kRegMaxThreads = 512;
+
+template <int VEC> struct Vals { float v[VEC]; };
+
+// One vector of the row: bias, pre, group statistics across the LPG lanes of its group, affine, post, then store or
+// fold into the reduction. Out of line: the caller's unrolled loop then holds eight calls instead of eight copies.
+template <typename T, int VEC>
+__device__ __noinline__ RedState row_reg_vector(const GnParams* pp, Vals<VEC> val, int64_t row, int64_t iv, bool in,
+                                                int lpg, RedState r) {
+  const GnParams& p = *pp;
+  float(&v)[VEC] = val.v;
+  const int64_t c0 = iv * VEC;
+  const float inv_cg = 1.f / float(p.Cg);
+  if (in) {
+    if (p.bias) {
+      float b[VEC];
+      load_params_vec<VEC>(p.bias, p.param_dtype, c0, b);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] += b[j];
+    }
+    apply_chain<VEC, true>(&p.pre, v, c0, &p.ex, p.param_dtype);
+  }
+  float sum = 0.f;
+  if (in)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum += v[j];
+  for (int o = 1; o < lpg; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const float mean = sum * inv_cg;
+  float m2 = 0.f;
+  if (in)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) m2 += (v[j] - mean) * (v[j] - mean);
+  for (int o = 1; o < lpg; o <<= 1) m2 += __shfl_xor_sync(0xffffffffu, m2, o);
+  const float rstd = rsqrtf(m2 * inv_cg + p.eps);
+  if (in) {
+    float ga[VEC], be[VEC];
+    load_params_vec<VEC>(p.gamma, p.param_dtype, c0, ga);
+    load_params_vec<VEC>(p.beta, p.param_dtype, c0, be);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = (v[j] - mean) * (rstd * ga[j]) + be[j];
+    apply_chain<VEC, true>(&p.post, v, c0, &p.ex, p.param_dtype);
+    if (p.reduce == FUSEDOPS_REDUCE_NONE) {
+      store_vec<T, VEC>(static_cast<T*>(p.y) + row * p.C + c0, v);
+    } else {
+      for (int j = 0; j < VEC; ++j) r = red_combine(p.reduce, r, red_value(p.reduce, v[j]));
+    }
+  }
+  return r;
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kRegMaxThreads) gn_row_reg_kernel(const __grid_constant__ GnParams p, int lpg) {
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(p.x) + row * p.C;
+  const int64_t nvec = p.C / VEC;
+  const int lane = threadIdx.x & 31;
+  Vals<VEC> v[kRegVecs];
+#pragma unroll
+  for (int k = 0; k < kRegVecs; ++k) {
+    const int64_t iv = threadIdx.x + int64_t(k) * blockDim.x;
+    if (iv < nvec) load_vec<T, VEC>(x + iv * VEC, v[k].v);
+  }
+  RedState r = red_init(p.reduce);
+#pragma unroll
+  for (int k = 0; k < kRegVecs; ++k) {
+    const int64_t iv = threadIdx.x + int64_t(k) * blockDim.x;
+    // Skip only when the whole warp is past the row end (uniform: the shuffles need all lanes). A group's lanes are
+    // all in or all out, since C is a multiple of Cg.
+    if (iv - lane < nvec) r = row_reg_vector<T, VEC>(&p, v[k], row, iv, iv < nvec, lpg, r);
+  }
+  if (p.reduce != FUSEDOPS_REDUCE_NONE) {
+    __shared__ RedState part[32];
+    const int warp = threadIdx.x >> 5;
+    r = warp_red(p.reduce, r);
+    if (lane == 0) part[warp] = r;
+    __syncthreads();
+    if (warp == 0) {
+      r = lane < int(blockDim.x >> 5) ? part[lane] : red_init(p.reduce);
+      r = warp_red(p.reduce, r);
+      if (lane == 0) static_cast<T*>(p.y)[row] = from_float<T>(red_finish(p.reduce, r, p.C));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 bool aligned(const void* ptr, size_t bytes) { return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
@@ -304,6 +393,15 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
 
   if (plan.kind == GnPlan::ROW) {
     const bool vec = io_aligned && params_aligned && d.C % kVec == 0;
+    const int64_t Cg = d.C / d.num_groups;
+    const int vec_n = vec ? kVec : 1;
+    const int64_t lpg = Cg / vec_n, nvec_reg = d.C / vec_n;
+    if (Cg % vec_n == 0 && lpg <= 32 && (lpg & (lpg - 1)) == 0 && nvec_reg <= int64_t(kRegMaxThreads) * kRegVecs) {
+      const int threads = int(std::max<int64_t>(32, ceil_div(ceil_div(nvec_reg, kRegVecs), 32) * 32));
+      auto kernel = vec ? gn_row_reg_kernel<T, kVec> : gn_row_reg_kernel<T, 1>;
+      kernel<<<dim3(unsigned(d.N)), threads, 0, a.stream>>>(p, int(lpg));
+      return cudaGetLastError();
+    }
     const int64_t nvec = vec ? d.C / kVec : d.C;
     int threads = int(std::min<int64_t>(512, std::max<int64_t>(32, ceil_div(ceil_div(nvec, 8), 32) * 32)));
     auto kernel = vec ? gn_row_kernel<T, kVec> : gn_row_kernel<T, 1>;
