@@ -305,7 +305,9 @@ struct DeviceScratch {
   OrtMemoryInfo* mem = nullptr;
   void* ptr = nullptr;
   ~DeviceScratch() {
-    if (ptr) api->AllocatorFree(alloc, ptr);
+    if (ptr) {
+      if (OrtStatus* st = api->AllocatorFree(alloc, ptr)) api->ReleaseStatus(st);
+    }
     if (alloc) api->ReleaseAllocator(alloc);
     if (mem) api->ReleaseMemoryInfo(mem);
   }
