@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 
@@ -126,6 +127,14 @@ def bench(iters: int, warmup: int) -> dict:
             iters, warmup),
         "eager_gelu_gn_ms": time_ms(lambda: F.group_norm(F.gelu(x), 8, gamma, beta, 1e-5), iters, warmup),
     }
+    # SPLIT path wave size: fraction of L2 that one wave's X may fill (0 = all groups in one launch).
+    for frac in ("0", "0.25", "0.5", "0.75"):
+        os.environ["FUSEDOPS_GN_L2_FRACTION"] = frac
+        r[f"fused_gelu_gn_ms_l2frac_{frac}"] = time_ms(
+            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y), iters, warmup)
+        r[f"fused_gn_only_ms_l2frac_{frac}"] = time_ms(
+            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters, warmup)
+    os.environ.pop("FUSEDOPS_GN_L2_FRACTION")
     r["floor_ms_at_copy_bw"] = r["copy_ms"] * 1.5  # 2 reads + 1 write vs the copy's 1 read + 1 write
     r["fused_effective_TBps"] = 3 * nbytes / r["fused_gelu_gn_ms"] / 1e9
     r["copy_TBps"] = 2 * nbytes / r["copy_ms"] / 1e9

@@ -12,6 +12,7 @@
 //                       spatial position looping over channels; the normalised (N, C, S) tensor is never written).
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <algorithm>
 
@@ -46,6 +47,7 @@ struct GnParams {
   fusedops_chain post;
   int64_t N, C, S, Cg, L, chunk;
   int32_t G, P;
+  int64_t group_offset;  // first (sample, group) of this launch (SPLIT runs in L2-sized waves of groups)
   float eps;
   FastDiv div_sv;  // group-relative vector index -> channel offset (divides by S / VEC)
   FastDiv div_cg;  // channel -> group (divides by C / G)
@@ -79,7 +81,7 @@ template <typename T, int VEC, int MODE, int PRE>
 __global__ void __launch_bounds__(kBlock) gn_group_kernel(const __grid_constant__ GnParams p) {
   // The apply pass walks the blocks in reverse so that it starts on the chunks the stats pass read last (in L2).
   const bool reverse = MODE == MODE_APPLY;
-  const int64_t gi = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // n * G + g
+  const int64_t gi = p.group_offset + (reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x);  // n * G + g
   const int64_t chunk_idx = reverse ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
   const int64_t g = gi % p.G;
   const int64_t c0 = g * p.Cg;
@@ -381,6 +383,24 @@ __global__ void __launch_bounds__(kRegMaxThreads) gn_row_reg_kernel(const __grid
 // ---------------------------------------------------------------------------------------------------------------
 bool aligned(const void* ptr, size_t bytes) { return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
+// Groups per wave of the SPLIT path: as many as fit in a fraction of L2 (FUSEDOPS_GN_L2_FRACTION, default 0.5), at
+// least enough for ~4 blocks per SM; all groups at once when X is small or the device is unknown.
+int64_t split_wave_groups(const GnPlan& plan, const fusedops_groupnorm_desc& d, int64_t groups) {
+  int dev = 0, l2 = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || l2 <= 0) {
+    cudaGetLastError();  // clear: an unanswered attribute query is not an error of this call
+    return groups;
+  }
+  double fraction = 0.5;
+  if (const char* env = getenv("FUSEDOPS_GN_L2_FRACTION")) fraction = atof(env);
+  if (fraction <= 0.0) return groups;
+  const double group_bytes = double(plan.group_len) * double(elem_size(d.x_dtype));
+  int64_t wave = int64_t(fraction * double(l2) / group_bytes);
+  wave = std::max<int64_t>(wave, ceil_div(int64_t(sms) * 4, plan.chunks));
+  return std::max<int64_t>(1, std::min(wave, groups));
+}
+
 template <typename T>
 cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
   constexpr int kVec = 16 / sizeof(T);
@@ -417,7 +437,7 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
   const int vec_n = vec ? kVec : 1;
   p.div_sv.init(uint32_t(d.S / vec_n));
   const int64_t groups = d.N * d.num_groups;
-  const dim3 grid(unsigned(groups), unsigned(plan.chunks));
+  dim3 grid(unsigned(groups), unsigned(plan.chunks));
   int threads = kBlock;
   if (plan.kind == GnPlan::FUSED) {
     threads = int(std::min<int64_t>(kBlock, std::max<int64_t>(32, ceil_div(ceil_div(plan.chunk / vec_n, 4), 32) * 32)));
@@ -433,10 +453,19 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
                              : gn_group_kernel<T, kVec, MODE, PRE_CHAIN>)<<<grid, threads, 0, a.stream>>>(p)
   switch (plan.kind) {
     case GnPlan::FUSED: FUSEDOPS_LAUNCH_GROUP(MODE_FUSED); break;
-    case GnPlan::SPLIT:
-      FUSEDOPS_LAUNCH_GROUP(MODE_STATS);
-      FUSEDOPS_LAUNCH_GROUP(MODE_APPLY);
+    case GnPlan::SPLIT: {
+      // Waves of groups whose X fits in part of the L2 cache: the apply pass then re-reads X from L2, not DRAM
+      // (2 DRAM passes instead of 3). The wave must still hold enough blocks to fill the GPU.
+      const int64_t wave = split_wave_groups(plan, d, groups);
+      for (int64_t g0 = 0; g0 < groups; g0 += wave) {
+        p.group_offset = g0;
+        grid.x = unsigned(std::min(wave, groups - g0));
+        FUSEDOPS_LAUNCH_GROUP(MODE_STATS);
+        FUSEDOPS_LAUNCH_GROUP(MODE_APPLY);
+      }
+      p.group_offset = 0;
       break;
+    }
     default: {  // SPLIT_REDUCE
       FUSEDOPS_LAUNCH_GROUP(MODE_STATS);
       gn_finalize_kernel<<<unsigned(ceil_div(groups, 256)), 256, 0, a.stream>>>(p, groups);
@@ -472,7 +501,7 @@ GnPlan plan_groupnorm(const fusedops_groupnorm_desc& d) {
     return plan;
   }
   const int64_t L = plan.group_len;
-  const int64_t chunk_max = int64_t(kBlock) * (16 / elem_size(d.x_dtype)) * 16;  // 16 vectors per thread
+  const int64_t chunk_max = int64_t(kBlock) * (16 / elem_size(d.x_dtype)) * 8;  // 8 vectors per thread
   const int64_t chunk_min = 2048;
   int64_t P = ceil_div(L, chunk_max);
   if (groups * P < kTargetBlocks) P = std::max(P, std::min(ceil_div(L, chunk_min), ceil_div(kTargetBlocks, groups)));
