@@ -162,7 +162,7 @@ def run_case(build: HarnessBuild, case: HarnessCase, workdir: Path, enqueue: boo
         raise RuntimeError(f"harness did not run (rc={proc.returncode}): {proc.stderr.strip()[-2000:]}")
     report = json.loads(lines[-1])
     output = None
-    if enqueue and proc.returncode == 0 and "output_shape" in report:
+    if enqueue and "enqueue" in report.get("stages", []):
         dtype = CODE_DTYPES[report["output_dtype"]]
         raw = out_path.read_bytes()
         output = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(report["output_shape"])
