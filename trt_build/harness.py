@@ -171,7 +171,10 @@ def run_case(build: HarnessBuild, case: HarnessCase, workdir: Path, enqueue: boo
 
 def _write_raw(t: torch.Tensor, path: Path) -> None:
     t = t.detach().contiguous().cpu()
-    path.write_bytes(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    if t.numel() == 0:
+        path.write_bytes(b"")
+    else:  # no intermediate bytes copy: benchmark tensors are gigabytes
+        t.view(torch.uint8).numpy().tofile(str(path))
 
 
 def model_case(key: str, size: str = "small", batch: int | None = None, dtype: torch.dtype = torch.float32,
