@@ -191,3 +191,92 @@ def test_fused_vs_unfused_speed_on_cuda_ep(fo):
                       f"speedup {speedups[(name, prec)]:.2f}x")
     for name in MODELS[:3]:
         assert speedups[(name, "tf32")] >= 2.0, f"{name}: fused is only {speedups[(name, 'tf32')]:.2f}x faster"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Hand-built graphs on the CUDA EP: every registered type combination, variadic extras, reductions, bad input
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _graph(op, attrs, n_extras, x_dtype, p_dtype, node_name="cuda_node"):
+    from onnx import TensorProto, helper
+
+    types = {torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
+             torch.bfloat16: TensorProto.BFLOAT16}
+    fixed = ["X", "W", "B", "gamma", "beta"] if op == "GemmGroupNormAct" else ["X", "gamma", "beta"]
+    names = fixed + [f"extra_{k}" for k in range(n_extras)]
+    nodes, node_in = [], []
+    for n in names:
+        to = x_dtype if n in ("X", "W") else p_dtype
+        if to == torch.float32:
+            node_in.append(n)
+        else:
+            nodes.append(helper.make_node("Cast", [n], [n + "_c"], to=types[to]))
+            node_in.append(n + "_c")
+    out = "Y" if x_dtype == torch.float32 else "Y_k"
+    nodes.append(helper.make_node(op, node_in, [out], domain="fusedops", name=node_name, **attrs))
+    if x_dtype != torch.float32:
+        nodes.append(helper.make_node("Cast", [out], ["Y"], to=TensorProto.FLOAT))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("fusedops", 1)])
+    m.ir_version = 10
+    return m
+
+
+DTYPES = [(torch.float32, torch.float32), (torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
+          (torch.float16, torch.float32), (torch.bfloat16, torch.float32)]
+TOL16 = {torch.float32: 2e-4, torch.float16: 1.5e-2, torch.bfloat16: 8e-2}
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: f"{str(d[0])[6:]}-{str(d[1])[6:]}")
+@pytest.mark.parametrize("case", [
+    ("GroupNormAct", (2, 12, 5, 6), None, 4, "gelu", "", ""),
+    ("GroupNormAct", (3, 8, 7), None, 2, "add(@0);hardtanh(-1,1);mish", "leaky_relu(0.2);mul(@1)", ""),
+    ("GroupNormAct", (2, 12, 9, 4), None, 6, "", "silu", "min"),
+    ("GemmGroupNormAct", (12, 96), 160, 10, "", "leaky_relu;mul(2)", ""),
+    ("GemmGroupNormAct", (2, 3, 20), 16, 4, "", "gelu", ""),
+    ("GemmGroupNormAct", (1, 40), 24, 3, "relu", "sub(@0)", "sum"),
+], ids=lambda c: f"{c[0]}-{c[1]}")
+def test_hand_built_graph_on_cuda_ep(fo, case, dt):
+    from fusedops import catalog
+
+    op, xshape, C, G, pre, post, reduce = case
+    x_dtype, p_dtype = dt
+    attrs = {"num_groups": G, "pre": pre, "post": post, "reduce": reduce}
+    trans_b = 0 if xshape == (2, 3, 20) else 1
+    if op == "GemmGroupNormAct":
+        attrs["trans_b"] = trans_b
+    a = catalog.parse_attrs(op, attrs)
+    gen = torch.Generator().manual_seed(sum(xshape))
+    x = torch.randn(*xshape, generator=gen, dtype=torch.float64)
+    C = C or xshape[1]
+    params = [torch.randn(C, generator=gen, dtype=torch.float64) + s for s in (1.0, 0.0)]
+    extras = [torch.rand(C, generator=gen, dtype=torch.float64) + 0.5 for _ in range(a.num_extras)]
+    feeds = {"X": x}
+    if op == "GemmGroupNormAct":
+        K = xshape[-1]
+        w = torch.randn(*((C, K) if trans_b else (K, C)), generator=gen, dtype=torch.float64) / K ** 0.5
+        b = torch.randn(C, generator=gen, dtype=torch.float64)
+        feeds.update(W=w, B=b)
+        rx = [x.to(x_dtype).double(), w.to(x_dtype).double(), b.to(p_dtype).double()]
+        rp = [t.to(p_dtype).double() for t in params + extras]
+        ref = catalog.gemm_group_norm_act_reference(*rx, rp[0], rp[1], rp[2:], a)
+    else:
+        rp = [t.to(p_dtype).double() for t in params + extras]
+        ref = catalog.group_norm_act_reference(x.to(x_dtype).double(), rp[0], rp[1], rp[2:], a)
+    feeds.update(gamma=params[0], beta=params[1], **{f"extra_{k}": e for k, e in enumerate(extras)})
+    sess = fo.session(_graph(op, attrs, a.num_extras, x_dtype, p_dtype), providers=CUDA, allow_tf32=False)
+    before = fo.kernel_calls("cuda")
+    y = sess.run(None, {k: v.float().numpy() for k, v in feeds.items()})[0]
+    assert fo.kernel_calls("cuda") == before + 1, "the CUDA kernel did not run"
+    tol = TOL16[x_dtype]
+    np.testing.assert_allclose(y, ref.to(x_dtype).double().numpy(), rtol=tol, atol=tol)
+
+
+def test_cuda_ep_run_error_names_node(fo):
+    m = _graph("GroupNormAct", {"num_groups": 2}, 0, torch.float32, torch.float32, node_name="gpu_gn")
+    sess = fo.session(m, providers=CUDA)
+    with pytest.raises(Exception) as ei:
+        sess.run(None, {"X": np.random.rand(2, 4, 3).astype(np.float32), "gamma": np.ones(5, np.float32),
+                        "beta": np.zeros(4, np.float32)})
+    assert "gpu_gn" in str(ei.value) and "gamma has 5 elements, expected C=4" in str(ei.value)
