@@ -21,6 +21,9 @@ date -u +"device date: %Y-%m-%dT%H:%M:%SZ"
 if has build; then
   $py -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { tail -20 "$out/install.log"; exit 1; }
   t0=$SECONDS
+  # The device keeps ignored build outputs between calls (and other jobs build there too): make sure the kernel
+  # objects are rebuilt from the sources that travelled with this call.
+  touch plugins/csrc/cuda/*
   gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
   if ! { cmake -S plugins -B build/native "${gen[@]}" -DFUSEDOPS_CUDA=ON \
            -DFUSEDOPS_CUDA_ARCHS="${FUSEDOPS_CUDA_ARCHS:-80;89;90}" &&

@@ -295,8 +295,9 @@ __global__ void gn_row_kernel(const __grid_constant__ GnParams p) {
 // each thread holds kRegVecs vectors in registers, a group is LPG = Cg / VEC consecutive lanes, and its exact two-pass
 // statistics are LPG-lane shuffles. No shared memory, no barrier except for the channel reduction; all loads of a
 // thread are issued before any arithmetic.
-constexpr int kRegVecs = 8;
-constexpr int kRegMaxThreads = 512;
+constexpr int kRegVecs = 2;          // few registers a thread -> high occupancy hides the L2 latency of gamma/beta
+constexpr int kRegMaxThreads = 1024;
+constexpr int kRegSliceThreads = 256;  // without a reduction a row is cut into slices of 256 x kRegVecs vectors
 
 template <int VEC> struct Vals { float v[VEC]; };
 
@@ -347,21 +348,23 @@ __device__ __noinline__ RedState row_reg_vector(const GnParams* pp, Vals<VEC> va
 }
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(kRegMaxThreads) gn_row_reg_kernel(const __grid_constant__ GnParams p, int lpg) {
-  const int64_t row = blockIdx.x;
+__global__ void __launch_bounds__(kRegMaxThreads) gn_row_reg_kernel(const __grid_constant__ GnParams p, int lpg,
+                                                                   int slices) {
+  const int64_t row = blockIdx.x / slices;
+  const int64_t first = int64_t(blockIdx.x % slices) * blockDim.x * kRegVecs;  // first vector of this slice
   const T* x = static_cast<const T*>(p.x) + row * p.C;
   const int64_t nvec = p.C / VEC;
   const int lane = threadIdx.x & 31;
   Vals<VEC> v[kRegVecs];
 #pragma unroll
   for (int k = 0; k < kRegVecs; ++k) {
-    const int64_t iv = threadIdx.x + int64_t(k) * blockDim.x;
+    const int64_t iv = first + threadIdx.x + int64_t(k) * blockDim.x;
     if (iv < nvec) load_vec<T, VEC>(x + iv * VEC, v[k].v);
   }
   RedState r = red_init(p.reduce);
 #pragma unroll
   for (int k = 0; k < kRegVecs; ++k) {
-    const int64_t iv = threadIdx.x + int64_t(k) * blockDim.x;
+    const int64_t iv = first + threadIdx.x + int64_t(k) * blockDim.x;
     // Skip only when the whole warp is past the row end (uniform: the shuffles need all lanes). A group's lanes are
     // all in or all out, since C is a multiple of Cg.
     if (iv - lane < nvec) r = row_reg_vector<T, VEC>(&p, v[k], row, iv, iv < nvec, lpg, r);
@@ -416,11 +419,18 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
     const int64_t Cg = d.C / d.num_groups;
     const int vec_n = vec ? kVec : 1;
     const int64_t lpg = Cg / vec_n, nvec_reg = d.C / vec_n;
-    if (Cg % vec_n == 0 && lpg <= 32 && (lpg & (lpg - 1)) == 0 && nvec_reg <= int64_t(kRegMaxThreads) * kRegVecs) {
-      const int threads = int(std::max<int64_t>(32, ceil_div(ceil_div(nvec_reg, kRegVecs), 32) * 32));
-      auto kernel = vec ? gn_row_reg_kernel<T, kVec> : gn_row_reg_kernel<T, 1>;
-      kernel<<<dim3(unsigned(d.N)), threads, 0, a.stream>>>(p, int(lpg));
-      return cudaGetLastError();
+    const bool reduce = d.reduce != FUSEDOPS_REDUCE_NONE;
+    if (Cg % vec_n == 0 && lpg <= 32 && (lpg & (lpg - 1)) == 0 &&
+        (!reduce || nvec_reg <= int64_t(kRegMaxThreads) * kRegVecs)) {
+      // A reduction needs the whole row in one block; otherwise slices of kRegSliceThreads threads.
+      const int64_t warps_needed = ceil_div(ceil_div(nvec_reg, kRegVecs), 32);
+      const int64_t threads = reduce ? warps_needed * 32 : std::min<int64_t>(kRegSliceThreads, warps_needed * 32);
+      const int64_t slices = ceil_div(nvec_reg, threads * kRegVecs);
+      if (d.N * slices <= INT32_MAX) {
+        auto kernel = vec ? gn_row_reg_kernel<T, kVec> : gn_row_reg_kernel<T, 1>;
+        kernel<<<dim3(unsigned(d.N * slices)), unsigned(threads), 0, a.stream>>>(p, int(lpg), int(slices));
+        return cudaGetLastError();
+      }
     }
     const int64_t nvec = vec ? d.C / kVec : d.C;
     int threads = int(std::min<int64_t>(512, std::max<int64_t>(32, ceil_div(ceil_div(nvec, 8), 32) * 32)));
