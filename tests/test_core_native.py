@@ -210,6 +210,9 @@ GN_CASES = [
     ((3, 10, 300), 1, "softplus(2,10)", "hardswish", "mean"),
     ((2, 4, 2000), 2, "gelu_tanh", "hardsigmoid", "max"),
     ((1, 32, 64, 40), 8, "mul(3);add(100)", "clip(-2,inf)", ""),  # large mean: stable statistics
+    ((1, 4, 200, 200), 1, "add(@0)", "mul(@1);gelu", ""),         # one big group: split across threads
+    ((1, 6, 150, 150), 2, "sub(@0)", "tanh", "mean"),              # split statistics + channel reduction
+    ((2, 3, 70, 300), 1, "", "", "logsumexp"),
 ]
 
 

@@ -96,7 +96,74 @@ inline void normalize(float* v, int64_t n, float mean, float scale, float shift)
   for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) * scale + shift;
 }
 
+// Walk [o0, o1) of one (sample, group) span in chunks that never cross a channel: fn(flat offset in the span,
+// length, channel index).
+template <typename Fn>
+void for_each_chunk(int64_t o0, int64_t o1, int64_t S, int64_t first_channel, Fn&& fn) {
+  for (int64_t o = o0; o < o1;) {
+    const int64_t c = o / S, s = o % S;
+    const int64_t len = std::min({kChunk, S - s, o1 - o});
+    fn(o, len, first_channel + c);
+    o += len;
+  }
+}
+
+// Statistics of every (sample, group) when there are fewer groups than threads: each group is cut into parts
+// whose moments are merged (Chan), so a batch-1 GroupNorm still uses every core.
+void group_stats_split(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, int64_t parts,
+                       std::vector<float>& mean, std::vector<float>& rstd) {
+  const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G, glen = cpg * S;
+  const int64_t span = (glen + parts - 1) / parts;
+  std::vector<Moments> part(N * G * parts);
+  fusedops::cpu::parallel_for(N * G * parts, N * C * S, [&](int64_t t) {
+    const int64_t ng = t / parts, k = t % parts, n = ng / G, g = ng % G;
+    const int64_t base = (n * C + g * cpg) * S;
+    float buf[kChunk];
+    Moments m;
+    for_each_chunk(k * span, std::min(glen, (k + 1) * span), S, g * cpg, [&](int64_t o, int64_t len, int64_t ch) {
+      fusedops::cpu::load_f32(x, d.x_dtype, base + o, len, buf);
+      fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, ch, false);
+      m.merge_block(buf, len);
+    });
+    part[t] = m;
+  });
+  for (int64_t ng = 0; ng < N * G; ++ng) {
+    Moments m;
+    for (int64_t k = 0; k < parts; ++k) m.merge(part[ng * parts + k]);
+    mean[ng] = static_cast<float>(m.mean);
+    rstd[ng] = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
+  }
+}
+
+// How many parts to cut each group into: 1 when (sample, group) tasks already fill the threads.
+int64_t group_parts(const fusedops_groupnorm_desc& d) {
+  const int64_t T = fusedops::cpu::num_threads(), NG = d.N * d.num_groups;
+  const int64_t glen = (d.C / d.num_groups) * d.S;
+  if (T == 1 || NG >= 2 * T) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>((2 * T + NG - 1) / NG, glen / (16 * kChunk)));
+}
+
 void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, void* y) {
+  const int64_t parts = group_parts(d);
+  if (parts > 1) {  // few large groups: split statistics, then split normalisation
+    const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G, glen = cpg * S;
+    const int64_t span = (glen + parts - 1) / parts;
+    std::vector<float> mean(N * G), rstd(N * G);
+    group_stats_split(d, x, p, parts, mean, rstd);
+    fusedops::cpu::parallel_for(N * G * parts, N * C * S, [&](int64_t t) {
+      const int64_t ng = t / parts, k = t % parts, n = ng / G, g = ng % G;
+      const int64_t base = (n * C + g * cpg) * S;
+      float buf[kChunk];
+      for_each_chunk(k * span, std::min(glen, (k + 1) * span), S, g * cpg, [&](int64_t o, int64_t len, int64_t ch) {
+        fusedops::cpu::load_f32(x, d.x_dtype, base + o, len, buf);
+        fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, ch, false);
+        normalize(buf, len, mean[ng], rstd[ng] * p.gamma[ch], p.beta[ch]);
+        fusedops::cpu::apply_chain(d.post, buf, len, p.ex, ch, false);
+        fusedops::cpu::store_from_f32(buf, len, y, d.x_dtype, base + o);
+      });
+    });
+    return;
+  }
   const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G, glen = cpg * S;
   const bool use_scratch = glen <= kScratchMaxFloats;
   fusedops::cpu::parallel_for(N * G, N * C * S, [&](int64_t t) {
@@ -140,22 +207,7 @@ void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const 
 void groupnorm_reduce(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, void* y) {
   const int64_t N = d.N, C = d.C, S = d.S, G = d.num_groups, cpg = C / G;
   std::vector<float> mean(N * G), rstd(N * G);
-  fusedops::cpu::parallel_for(N * G, N * C * S, [&](int64_t t) {
-    const int64_t n = t / G, g = t % G;
-    const int64_t base = (n * C + g * cpg) * S;
-    float buf[kChunk];
-    Moments m;
-    for (int64_t c = 0; c < cpg; ++c) {
-      for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
-        const int64_t len = std::min(kChunk, S - s0);
-        fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, buf);
-        fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, g * cpg + c, false);
-        m.merge_block(buf, len);
-      }
-    }
-    mean[t] = static_cast<float>(m.mean);
-    rstd[t] = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
-  });
+  group_stats_split(d, x, p, group_parts(d), mean, rstd);  // parts = 1: one task per (sample, group)
   const int64_t blocks = (S + kReducePositions - 1) / kReducePositions;
   fusedops::cpu::parallel_for(N * blocks, N * C * S, [&](int64_t t) {
     const int64_t n = t / blocks, s0 = (t % blocks) * kReducePositions;

@@ -126,6 +126,13 @@ struct Moments {
     m2 += static_cast<double>(q) + delta * delta * count * nb / tot;
     count = tot;
   }
+  void merge(const Moments& o) {  // Chan et al.: combine two partial results
+    if (o.count <= 0) return;
+    const double tot = count + o.count, delta = o.mean - mean;
+    mean += delta * o.count / tot;
+    m2 += o.m2 + delta * delta * count * o.count / tot;
+    count = tot;
+  }
   double variance() const { return count > 0 ? m2 / count : 0.0; }  // biased, as GroupNorm
 };
 
