@@ -234,6 +234,32 @@ def _mish_graph(op, x):
     return op.Mul(x, op.Tanh(op.Softplus(x)), _outputs=["out"])
 
 
+def _softplus_threshold_graph(op, x):
+    """torch's export of F.softplus(x) (beta 1): Where(x > threshold, x, Softplus(x))."""
+    return op.Where(op.Greater(x, _var("c_thr")), x, op.Softplus(x), _outputs=["out"])
+
+
+def _softplus_beta_graph(op, x):
+    """torch's export of F.softplus(x, beta, threshold): Where(x*beta > threshold, x, Softplus(x*beta) / beta)."""
+    scaled = op.Mul(x, _var("c_beta"))
+    return op.Where(op.Greater(scaled, _var("c_thr")), x, op.Div(op.Softplus(scaled), _var("c_beta2")),
+                    _outputs=["out"])
+
+
+def _softplus_extract(b, rank, channels):
+    thr = _const(b.get("c_thr"))
+    if thr is None or thr.size != 1:
+        return None
+    beta = 1.0
+    if b.get("c_beta") is not None:
+        c1, c2 = _const(b.get("c_beta")), _const(b.get("c_beta2"))
+        if c1 is None or c2 is None or c1.size != 1 or c2.size != 1 or float(c1.reshape(())) != float(
+                c2.reshape(())) or float(c1.reshape(())) <= 0:
+            return None
+        beta = float(c1.reshape(()))
+    return ("softplus", (beta, float(thr.reshape(()))), None)
+
+
 def _half_x_times(op, x, one_plus, form: int):
     """0.5 * x * one_plus in the three association orders exporters produce."""
     half = _var("c_half")
@@ -281,12 +307,15 @@ STEP_PATTERNS: list[_StepPattern] = [
     *[_tanh_gelu(form, cube) for form in range(3) for cube in ("pow", "mul")],
     _StepPattern("silu", _silu_graph, lambda b, r, c: ("silu", (), None), commute=True),
     _StepPattern("mish_decomposed", _mish_graph, lambda b, r, c: ("mish", (), None), commute=True),
+    _StepPattern("softplus_threshold", _softplus_threshold_graph, _softplus_extract),
+    _StepPattern("softplus_beta", _softplus_beta_graph, _softplus_extract, commute=True),
     _StepPattern("add_self", lambda op, x: op.Add(x, x, _outputs=["out"]), lambda b, r, c: ("mul", (), 2.0)),
     _binary("add", "Add", "add", False), _binary("add_l", "Add", "add", True),
     _binary("sub", "Sub", "sub", False), _binary("rsub", "Sub", "rsub", True),
     _binary("mul", "Mul", "mul", False), _binary("mul_l", "Mul", "mul", True),
     _binary("div", "Div", "div", False), _binary("rdiv", "Div", "rdiv", True),
     _unary("relu", "Relu", "relu"),
+    _StepPattern("reciprocal", lambda op, x: op.Reciprocal(x, _outputs=["out"]), lambda b, r, c: ("rdiv", (), 1.0)),
     _unary("leaky_relu", "LeakyRelu", "leaky_relu", lambda n: (float(_attr(n, "alpha", 0.01)),)),
     _unary("sigmoid", "Sigmoid", "sigmoid"),
     _unary("tanh", "Tanh", "tanh"),
@@ -356,7 +385,8 @@ class _Fuser:
             return None
         return r, x.shape[1]
 
-    def _torch_gn_plan(self, x, s1, scale, bias, s2, r1, inorm, r2, gamma=None, beta=None, **_) -> _Fused | None:
+    def _torch_gn_plan(self, x, s1, scale, bias, r1, inorm, s2=None, r2=None, gamma=None, beta=None,
+                       **_) -> _Fused | None:
         ok = self._gn_input_ok(x)
         if ok is None:
             return None
@@ -371,19 +401,24 @@ class _Fuser:
             return None
         if int(shape1[0]) != 0 and int(shape1[0]) != x.shape[0]:
             return None
-        for reshape in (r1.producer(), r2.producer()):
-            if int(_attr(reshape, "allowzero", 0)) != 0:
-                return None
-        # the second Reshape restores x's shape: Shape(x), or x's static shape as a constant
-        sp = s2.producer()
-        if sp is not None and sp.op_type == "Shape" and sp.domain == "":
-            if sp.inputs[0] is not x or int(_attr(sp, "start", 0)) != 0 or _attr(sp, "end") is not None:
+        reshapes = [r1.producer()] + ([r2.producer()] if r2 is not None else [])
+        if any(int(_attr(node, "allowzero", 0)) != 0 for node in reshapes):
+            return None
+        if r2 is None:
+            # torch's optimizer drops the Reshape back to x's shape when (N, G, -1) already is that shape
+            if not (rank == 3 and g == c):
                 return None
         else:
-            shape2 = _const(s2)
-            dims = [d if isinstance(d, int) else None for d in x.shape]
-            if shape2 is None or None in dims or list(shape2.reshape(-1)) != dims:
-                return None
+            # the second Reshape restores x's shape: Shape(x), or x's static shape as a constant
+            sp = s2.producer()
+            if sp is not None and sp.op_type == "Shape" and sp.domain == "":
+                if sp.inputs[0] is not x or int(_attr(sp, "start", 0)) != 0 or _attr(sp, "end") is not None:
+                    return None
+            else:
+                shape2 = _const(s2)
+                dims = [d if isinstance(d, int) else None for d in x.shape]
+                if shape2 is None or None in dims or list(shape2.reshape(-1)) != dims:
+                    return None
         if gamma is None:
             gam, bet = np.ones(c, np.float32), np.zeros(c, np.float32)
         else:
@@ -394,24 +429,32 @@ class _Fuser:
         eps = float(_attr(inorm.producer(), "epsilon", 1e-5))
         return _Fused(GN, catalog.FusedAttrs(num_groups=g, epsilon=eps), [x, gam, bet], rank, c)
 
-    def _torch_gn_rule(self, affine: bool) -> orp.RewriteRule:
+    def _torch_gn_rule(self, affine: bool, restore: bool) -> orp.RewriteRule:
         def target(op, x, s1, scale, bias, s2, gamma, beta):
             r1 = op.Reshape(x, s1, _allow_other_attributes=True, _outputs=["r1"])
-            n = op.InstanceNormalization(r1, scale, bias, _allow_other_attributes=True, _outputs=["inorm"])
-            y = op.Reshape(n, s2, _allow_other_attributes=True, _outputs=["r2"])
+            y = op.InstanceNormalization(r1, scale, bias, _allow_other_attributes=True, _outputs=["inorm"])
+            if restore:
+                y = op.Reshape(y, s2, _allow_other_attributes=True, _outputs=["r2"])
             return op.Add(op.Mul(y, gamma), beta, _outputs=["gn_out"]) if affine else y
 
-        def check(ctx, **b):
+        def bindings(b):
+            b = dict(b)
+            like = b["gn_out"] if affine else b["r2"] if restore else b["inorm"]
             if not affine:
                 b.pop("gamma", None), b.pop("beta", None)
-            return self._torch_gn_plan(**b) is not None
+            if not restore:
+                b.pop("s2", None), b.pop("r2", None)
+            return b, like
+
+        def check(ctx, **b):
+            return self._torch_gn_plan(**bindings(b)[0]) is not None
 
         def rewrite(op, **b):
-            if not affine:
-                b.pop("gamma", None), b.pop("beta", None)
-            return self.emit(op, self._torch_gn_plan(**b), b["gn_out"] if affine else b["r2"])
+            b, like = bindings(b)
+            return self.emit(op, self._torch_gn_plan(**b), like)
 
-        return orp.RewriteRule(target, rewrite, check, name=f"torch_group_norm{'_affine' if affine else ''}")
+        name = f"torch_group_norm{'_affine' if affine else ''}{'' if restore else '_no_restore'}"
+        return orp.RewriteRule(target, rewrite, check, name=name)
 
     def _onnx_gn_plan(self, x, scale, bias, out, **_) -> _Fused | None:
         ok = self._gn_input_ok(x)
@@ -601,8 +644,9 @@ class _Fuser:
 
     def core_rule_sets(self) -> list[orp.RewriteRuleSet]:
         # The affine form first: otherwise its prefix (the non-affine form) would match and leave Mul/Add as steps.
-        return [orp.RewriteRuleSet([self._torch_gn_rule(True)], commute=True),
-                orp.RewriteRuleSet([self._torch_gn_rule(False), self._onnx_gn_rule()])]
+        return [orp.RewriteRuleSet([self._torch_gn_rule(True, True), self._torch_gn_rule(True, False)], commute=True),
+                orp.RewriteRuleSet([self._torch_gn_rule(False, True), self._torch_gn_rule(False, False),
+                                    self._onnx_gn_rule()])]
 
 
 _FUSER = _Fuser()

@@ -129,7 +129,8 @@ def step_param(data, g, x):
 
 def step_composite(data, g, x):
     """Forms that span several ONNX ops (or ops only newer opsets have)."""
-    choices = ["silu", "mish_decomposed", "gelu_erf", "gelu_tanh_decomposed", "add_self", "mul_two"]
+    choices = ["silu", "mish_decomposed", "gelu_erf", "gelu_tanh_decomposed", "add_self", "mul_two", "reciprocal",
+               "softplus_where"]
     if g.opset >= 18:
         choices.append("mish_op")
     if g.opset >= 20:
@@ -174,6 +175,13 @@ def step_composite(data, g, x):
         return times_half_x(g.op("Add", [t, one])), [("gelu_tanh", (), None)]
     if kind == "add_self":
         return g.op("Add", [x, x]), [("mul", (), 2.0)]
+    if kind == "reciprocal":  # after sigmoid + 1, so x stays away from 0
+        x = g.op("Add", [g.op("Sigmoid", [x]), one])
+        return g.op("Reciprocal", [x]), [("sigmoid", (), None), ("add", (), 1.0), ("rdiv", (), 1.0)]
+    if kind == "softplus_where":  # torch's export of F.softplus: Where(x > threshold, x, Softplus(x))
+        thr = _f32(data.draw(st.floats(0.5, 20.0)))
+        cond = g.op("Greater", [x, g.const(np.array(thr, np.float32))])
+        return g.op("Where", [cond, x, g.op("Softplus", [x])]), [("softplus", (1.0, thr), None)]
     return g.op("Mul", [g.const(np.array(2.0, np.float32)), x]), [("mul", (), 2.0)]
 
 
@@ -515,3 +523,98 @@ def test_every_supported_opset_fuses(opset):
     assert [(o.domain, o.version) for o in fn.opset_import] == [("", opset)]
     x = np.random.default_rng(4).standard_normal((2, 4, 3, 3)).astype(np.float32)
     check_same_results(model, fused, x)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The same property on what torch's dynamo exporter actually writes (slower: one export per example)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _torch_step(data, channels, rank):
+    """A torch elementwise function and the catalog step names its export must fuse to."""
+    kind = data.draw(st.sampled_from(["relu", "sigmoid", "tanh", "silu", "mish", "hardswish", "hardsigmoid", "gelu",
+                                      "gelu_tanh", "softplus", "leaky_relu", "hardtanh", "clamp_min", "x+x", "add",
+                                      "sub_channel", "rsub", "div", "mul_channel"]))
+    shape = (channels,) + (1,) * (rank - 2)
+    c = torch.tensor(data.draw(st.floats(0.5, 2.0)))
+    vec = torch.linspace(0.5, 1.5, channels).reshape(shape)
+    table = {
+        "relu": (torch.relu, ["relu"]), "sigmoid": (torch.sigmoid, ["sigmoid"]), "tanh": (torch.tanh, ["tanh"]),
+        "silu": (torch.nn.functional.silu, ["silu"]), "mish": (torch.nn.functional.mish, ["mish"]),
+        "hardswish": (torch.nn.functional.hardswish, ["hardswish"]),
+        "hardsigmoid": (torch.nn.functional.hardsigmoid, ["hardsigmoid"]),
+        "gelu": (torch.nn.functional.gelu, ["gelu"]),
+        "gelu_tanh": (lambda x: torch.nn.functional.gelu(x, approximate="tanh"), ["gelu_tanh"]),
+        "softplus": (lambda x: torch.nn.functional.softplus(x, beta=float(c), threshold=5.0), ["softplus"]),
+        "leaky_relu": (lambda x: torch.nn.functional.leaky_relu(x, float(c) / 4), ["leaky_relu"]),
+        "hardtanh": (lambda x: torch.nn.functional.hardtanh(x, -float(c), float(c)), ["hardtanh"]),
+        "clamp_min": (lambda x: torch.clamp(x, min=-float(c)), ["hardtanh"]),
+        "x+x": (lambda x: x + x, ["mul"]),
+        "add": (lambda x: x + float(c), ["add"]),
+        "sub_channel": (lambda x: x - vec, ["sub"]),
+        "rsub": (lambda x: float(c) - x, ["rsub"]),
+        "div": (lambda x: x / float(c), ["div"]),
+        "mul_channel": (lambda x: vec * x, ["mul"]),
+    }
+    return table[kind]
+
+
+class _ChainModel(torch.nn.Module):
+    def __init__(self, pre, post, groups, channels):
+        super().__init__()
+        self.pre, self.post = pre, post
+        self.gn = torch.nn.GroupNorm(groups, channels)
+        with torch.no_grad():
+            self.gn.weight.uniform_(0.5, 1.5)
+            self.gn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        for f in self.pre:
+            x = f(x)
+        x = self.gn(x)
+        for f in self.post:
+            x = f(x)
+        return x
+
+
+def _merge_clips(names):
+    """torch's exporter merges back-to-back clamps and relus into one Clip (or Relu): compare runs of them as one."""
+    out = []
+    for n in names:
+        n = "clamp" if n in ("hardtanh", "relu") else n
+        if not (n == "clamp" and out and out[-1] == "clamp"):
+            out.append(n)
+    return out
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(st.data())
+def test_torch_exported_chains_fuse_completely(data):
+    from fusedops.exporter.export import export_module
+
+    rank = data.draw(st.integers(2, 4))
+    groups = data.draw(st.integers(1, 3))
+    channels = groups * data.draw(st.integers(1, 2))
+    pre = [_torch_step(data, channels, rank) for _ in range(data.draw(st.integers(0, 3)))]
+    post = [_torch_step(data, channels, rank) for _ in range(data.draw(st.integers(0, 3)))]
+    torch.manual_seed(data.draw(st.integers(0, 1000)))
+    module = _ChainModel([f for f, _ in pre], [f for f, _ in post], groups, channels).eval()
+    x = torch.randn(3, channels, *[data.draw(st.integers(1, 4)) for _ in range(rank - 2)])
+    unfused = export_module(module, x)
+    fused = fuse_model(unfused)
+    node = fused_node(fused)
+    assert len(fused.graph.node) == 1, [n.op_type for n in fused.graph.node]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    for key, chain in (("pre", pre), ("post", post)):
+        got_names = [s.name for s in catalog.parse_chain(attrs[key])]
+        assert _merge_clips(got_names) == _merge_clips([n for _, names in chain for n in names]), key
+    with torch.no_grad():
+        eager = module(x).numpy()
+    (got,) = run(fused, x.numpy())
+    (want,) = run(unfused, x.numpy())
+    ref = reference64(fused, x.numpy())
+    for other in (eager, want):
+        # eager torch's (and ORT's) float32 statistics can be off by more than 1e-5 on badly conditioned groups
+        # (e.g. one element per group); then the fused result must be at least as close to float64
+        if not np.allclose(got, other, rtol=1e-5, atol=1e-5):
+            assert np.abs(got - ref).max() <= np.abs(other - ref).max() + 1e-6
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
