@@ -50,11 +50,18 @@ def _save_atomic(model: onnx.ModelProto, dst: Path) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(model.SerializeToString())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return dst
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def load_onnx(src) -> onnx.ModelProto:

@@ -5,6 +5,7 @@ reference for every step kind, reduction and opset 17-23."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import onnx
@@ -147,6 +148,9 @@ def test_api_export_writes_checked_fused_file(tmp_path):
     assert [op for op, _ in exporter_api.fusion_summary(model)] == ["GemmGroupNormAct"]
     assert exporter_api.fusion_summary(out) == exporter_api.fusion_summary(model)
     assert [p.name for p in tmp_path.iterdir()] == ["m2.onnx"], "no temp files left behind"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask, "the same permissions as any new file (not mkstemp's 0600)"
     # fuse_file on the unfused export gives the same fused graph
     plain = exporter_api.export_unfused("2", tmp_path / "plain.onnx")
     assert not exporter_api.fusion_summary(plain)
