@@ -192,6 +192,48 @@ __device__ __forceinline__ void apply_chain(const fusedops_chain* ch, float (&x)
   }
 }
 
+// Inlined interpreter for the hot row epilogue (the GEMM models): the step structs are read straight from the kernel's
+// parameter space (no call, no generic-pointer loads), per-channel operands with one vector load per four channels.
+// Callers keep a single copy of it per kernel (their loop is not unrolled) so the code stays small.
+template <int VEC, bool COLUMNS>
+__device__ __forceinline__ void apply_chain_inline(const fusedops_chain& ch, float (&x)[VEC], int64_t c,
+                                                   const ExtraPtrs& ex, int32_t param_dtype) {
+  const int n = ch.num_steps;
+  for (int i = 0; i < n; ++i) {
+    const fusedops_step s = ch.steps[i];
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+      for (int q = 0; q < VEC; q += 4) {
+        float4 v = make_float4(s.a, s.a, s.a, s.a);
+        if (s.operand >= 0) {
+          if (COLUMNS) {
+            float t[4];
+            switch (param_dtype) {
+              case FUSEDOPS_F16: load_vec<__half, 4>(static_cast<const __half*>(ex.p[s.operand]) + c + q, t); break;
+              case FUSEDOPS_BF16:
+                load_vec<__nv_bfloat16, 4>(static_cast<const __nv_bfloat16*>(ex.p[s.operand]) + c + q, t);
+                break;
+              default: load_vec<float, 4>(static_cast<const float*>(ex.p[s.operand]) + c + q, t); break;
+            }
+            v = make_float4(t[0], t[1], t[2], t[3]);
+          } else {
+            const float e = load_param(ex.p[s.operand], param_dtype, c);
+            v = make_float4(e, e, e, e);
+          }
+        }
+        float4 r = apply_step4(s, make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]), v);
+        x[q] = r.x, x[q + 1] = r.y, x[q + 2] = r.z, x[q + 3] = r.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float v = s.operand >= 0 ? load_param(ex.p[s.operand], param_dtype, COLUMNS ? c + j : c) : s.a;
+        x[j] = apply_step(s.op, x[j], v, s.a, s.b);
+      }
+    }
+  }
+}
+
 // ---- statistics: (count, mean, M2) combined with Chan's formula ----------------------------------------------
 struct Welford {
   float n, mean, m2;

@@ -304,9 +304,8 @@ template <int VEC> struct Vals { float v[VEC]; };
 // One vector of the row: bias, pre, group statistics across the LPG lanes of its group, affine, post, then store or
 // fold into the reduction. Out of line: the caller's unrolled loop then holds eight calls instead of eight copies.
 template <typename T, int VEC>
-__device__ __noinline__ RedState row_reg_vector(const GnParams* pp, Vals<VEC> val, int64_t row, int64_t iv, bool in,
-                                                int lpg, RedState r) {
-  const GnParams& p = *pp;
+__device__ __forceinline__ RedState row_reg_vector(const GnParams& p, Vals<VEC>& val, int64_t row, int64_t iv, bool in,
+                                                   int lpg, RedState r) {
   float(&v)[VEC] = val.v;
   const int64_t c0 = iv * VEC;
   const float inv_cg = 1.f / float(p.Cg);
@@ -317,7 +316,7 @@ __device__ __noinline__ RedState row_reg_vector(const GnParams* pp, Vals<VEC> va
 #pragma unroll
       for (int j = 0; j < VEC; ++j) v[j] += b[j];
     }
-    apply_chain<VEC, true>(&p.pre, v, c0, &p.ex, p.param_dtype);
+    apply_chain_inline<VEC, true>(p.pre, v, c0, p.ex, p.param_dtype);
   }
   float sum = 0.f;
   if (in)
@@ -337,7 +336,7 @@ __device__ __noinline__ RedState row_reg_vector(const GnParams* pp, Vals<VEC> va
     load_params_vec<VEC>(p.beta, p.param_dtype, c0, be);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v[j] = (v[j] - mean) * (rstd * ga[j]) + be[j];
-    apply_chain<VEC, true>(&p.post, v, c0, &p.ex, p.param_dtype);
+    apply_chain_inline<VEC, true>(p.post, v, c0, p.ex, p.param_dtype);
     if (p.reduce == FUSEDOPS_REDUCE_NONE) {
       store_vec<T, VEC>(static_cast<T*>(p.y) + row * p.C + c0, v);
     } else {
@@ -362,12 +361,12 @@ __global__ void __launch_bounds__(kRegMaxThreads) gn_row_reg_kernel(const __grid
     if (iv < nvec) load_vec<T, VEC>(x + iv * VEC, v[k].v);
   }
   RedState r = red_init(p.reduce);
-#pragma unroll
+#pragma unroll 1  // one copy of the body (and of its inlined chain interpreters); v[k] may live in local memory
   for (int k = 0; k < kRegVecs; ++k) {
     const int64_t iv = first + threadIdx.x + int64_t(k) * blockDim.x;
     // Skip only when the whole warp is past the row end (uniform: the shuffles need all lanes). A group's lanes are
     // all in or all out, since C is a multiple of Cg.
-    if (iv - lane < nvec) r = row_reg_vector<T, VEC>(&p, v[k], row, iv, iv < nvec, lpg, r);
+    if (iv - lane < nvec) r = row_reg_vector<T, VEC>(p, v[k], row, iv, iv < nvec, lpg, r);
   }
   if (p.reduce != FUSEDOPS_REDUCE_NONE) {
     __shared__ RedState part[32];
@@ -386,8 +385,9 @@ __global__ void __launch_bounds__(kRegMaxThreads) gn_row_reg_kernel(const __grid
 // ---------------------------------------------------------------------------------------------------------------
 bool aligned(const void* ptr, size_t bytes) { return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
-// Groups per wave of the SPLIT path: as many as fit in a fraction of L2 (FUSEDOPS_GN_L2_FRACTION, default 0.5), at
-// least enough for ~4 blocks per SM; all groups at once when X is small or the device is unknown.
+// Groups per wave of the SPLIT path. Measured on H200 (docs/kernels.md): waves sized to a fraction of L2 made model 4
+// slower (1.67 -> 2.12-2.62 ms; the waves under-fill the GPU and the apply pass gained no DRAM traffic), so the default
+// is one launch for all groups. FUSEDOPS_GN_L2_FRACTION=<f> re-enables waves of f x L2 for experiments.
 int64_t split_wave_groups(const GnPlan& plan, const fusedops_groupnorm_desc& d, int64_t groups) {
   int dev = 0, l2 = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
@@ -395,7 +395,7 @@ int64_t split_wave_groups(const GnPlan& plan, const fusedops_groupnorm_desc& d, 
     cudaGetLastError();  // clear: an unanswered attribute query is not an error of this call
     return groups;
   }
-  double fraction = 0.5;
+  double fraction = 0.0;
   if (const char* env = getenv("FUSEDOPS_GN_L2_FRACTION")) fraction = atof(env);
   if (fraction <= 0.0) return groups;
   const double group_bytes = double(plan.group_len) * double(elem_size(d.x_dtype));
@@ -511,7 +511,7 @@ GnPlan plan_groupnorm(const fusedops_groupnorm_desc& d) {
     return plan;
   }
   const int64_t L = plan.group_len;
-  const int64_t chunk_max = int64_t(kBlock) * (16 / elem_size(d.x_dtype)) * 8;  // 8 vectors per thread
+  const int64_t chunk_max = int64_t(kBlock) * (16 / elem_size(d.x_dtype)) * 16;  // 16 vectors per thread
   const int64_t chunk_min = 2048;
   int64_t P = ceil_div(L, chunk_max);
   if (groups * P < kTargetBlocks) P = std::max(P, std::min(ceil_div(L, chunk_min), ceil_div(kTargetBlocks, groups)));
