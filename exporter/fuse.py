@@ -673,9 +673,19 @@ def _all_values(graph: ir.Graph):
 # Validation and finishing
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _validate_group_normalization(model: ir.Model) -> None:
-    """Bad GroupNormalization nodes are user errors (the model itself is invalid), not silently skipped."""
+def _validate_input(model: ir.Model) -> None:
+    """Bad GroupNormalization or fusedops nodes are user errors (the model itself is invalid), not silently
+    skipped."""
     for node in model.graph:
+        if node.domain == DOMAIN:
+            where = f"fusedops node {node.name or '(unnamed)'!r}"
+            if node.op_type not in FUSED_OPS:
+                raise FusedopsError(f"{where}: unknown op {node.op_type!r}; known: {', '.join(FUSED_OPS)}")
+            try:
+                catalog.parse_attrs(node.op_type, {k: a.value for k, a in node.attributes.items()})
+            except catalog.CatalogError as e:
+                raise FusedopsError(f"{where}: {e}") from None
+            continue
         if node.op_type != "GroupNormalization" or node.domain != "":
             continue
         g = _attr(node, "num_groups")
@@ -708,7 +718,7 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
         inferred = model
         _ = e
     irm = ir.from_proto(inferred)
-    _validate_group_normalization(irm)
+    _validate_input(irm)
     with _FUSER_LOCK:
         _FUSER.begin(irm)
         # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
@@ -731,7 +741,9 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
             fa = catalog.parse_attrs(node.op_type, attrs)
         except catalog.CatalogError as e:
             raise FusedopsError(str(e)) from None
-        rank = _rank(node.inputs[0])
+        rank = 2 if node.op_type == GEMM_GN and _rank(node.inputs[0]) is None else _rank(node.inputs[0])
+        if rank is None:
+            raise FusedopsError(f"fusedops node {node.name or '(unnamed)'!r}: the rank of its input X is unknown")
         n_extras = len(node.inputs) - len(catalog.OPS[node.op_type].inputs)
         fn = functions.build_function(node.op_type, fa, rank, opset, n_extras)
         node.overload = fn.overload
@@ -741,10 +753,12 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
     irm.opset_imports[DOMAIN] = catalog.VERSION
     out = ir.to_proto(irm)
     out.ir_version = 10  # function overloads need IR 10; later IRs are not accepted by every runtime yet
-    existing = {(f.domain, f.name, f.overload) for f in out.functions}
+    # functions of an earlier fusion whose nodes changed are dropped; the others are (re)built from the nodes
+    keep = [f for f in out.functions if f.domain != DOMAIN]
+    del out.functions[:]
+    out.functions.extend(keep)
     for (op_type, overload), fn in sorted(fns.items()):
-        if (DOMAIN, op_type, overload) not in existing:
-            out.functions.append(fn)
+        out.functions.append(fn)
     _drop_stale_value_info(out)
     try:
         onnx.checker.check_model(out, full_check=True)

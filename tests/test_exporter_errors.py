@@ -138,3 +138,18 @@ def test_unsupported_opset():
 def test_fuse_model_rejects_non_models():
     with pytest.raises(FusedopsError, match="ModelProto"):
         fuse_model(b"bytes")
+
+
+def test_malformed_fusedops_node_is_named(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("GroupNormAct", ["x", "g", "b"], ["y"], domain="fusedops", name="mine", num_groups=2,
+                          post="relu;frobnicate")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 3])],
+        [onnx.numpy_helper.from_array(np.ones(4, np.float32), "g"),
+         onnx.numpy_helper.from_array(np.zeros(4, np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("fusedops", 1)],
+                              ir_version=10)
+    with pytest.raises(FusedopsError) as e:
+        fuse_model(model)
+    assert "mine" in _one_line(e) and "frobnicate" in str(e.value)

@@ -618,3 +618,43 @@ def test_torch_exported_chains_fuse_completely(data):
         if not np.allclose(got, other, rtol=1e-5, atol=1e-5):
             assert np.abs(got - ref).max() <= np.abs(other - ref).max() + 1e-6
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_chains_longer_than_the_abi_limit_stop_at_16_steps():
+    g = Graph(3, 4, 20)
+    y = torch_group_norm(g, "x", 2, np.ones(4, np.float32), np.zeros(4, np.float32), 1e-5)
+    for k in range(20):
+        y = g.op("Mul", [y, g.const(np.full((4, 1), 1.0 + k / 100, np.float32))])  # 20 per-channel operands
+    model = make_model(g, [2, 4, 3], [y])
+    fused = fuse_model(model)
+    node = fused_node(fused)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    steps = catalog.parse_chain(attrs["post"])
+    assert len(node.input) - 3 == catalog.MAX_EXTRAS and len(steps) == catalog.MAX_EXTRAS
+    assert sum(n.op_type == "Mul" for n in fused.graph.node) == 20 - catalog.MAX_EXTRAS
+    x = np.random.default_rng(5).standard_normal((2, 4, 3)).astype(np.float32)
+    check_same_results(model, fused, x)
+    g2 = Graph(3, 4, 20)
+    y = torch_group_norm(g2, "x", 2, np.ones(4, np.float32), np.zeros(4, np.float32), 1e-5)
+    for _ in range(20):
+        y = g2.op("Tanh", [y])
+    fused2 = fuse_model(make_model(g2, [2, 4, 3], [y]))
+    attrs2 = {a.name: helper.get_attribute_value(a) for a in fused_node(fused2).attribute}
+    assert len(catalog.parse_chain(attrs2["post"])) == catalog.MAX_STEPS
+    assert sum(n.op_type == "Tanh" for n in fused2.graph.node) == 20 - catalog.MAX_STEPS
+
+
+def test_refusing_drops_functions_of_changed_nodes():
+    g = Graph(3, 4, 20)
+    y = torch_group_norm(g, "x", 2, np.ones(4, np.float32), np.zeros(4, np.float32), 1e-5)
+    model = make_model(g, [2, 4, 3], [y])
+    fused = fuse_model(model)
+    # append a Relu by hand after the fused node, then fuse again: one node, one (new) function
+    fused.graph.output[0].name = "gn"
+    node = fused_node(fused)
+    node.output[0] = "gn"
+    fused.graph.node.append(helper.make_node("Relu", ["gn"], ["y"]))
+    fused.graph.output[0].name = "y"
+    again = fuse_model(fused)
+    node2 = fused_node(again)
+    assert [f.overload for f in again.functions] == [node2.overload] != [node.overload]
