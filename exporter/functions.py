@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 
 from fusedops import catalog
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -347,13 +347,23 @@ class _Fuser:
         self._core: list[orp.RewriteRuleSet] | None = None
         self._grow: orp.RewriteRuleSet | None = None
 
-    def begin(self, model: ir.Model) -> None:
+    def run(self, model: ir.Model) -> None:
+        """Phases 1 and 2 on ``model``, in place."""
         self.opset = model.opset_imports.get("", None)
         self._used_names = {v.name for v in _all_values(model.graph)}
         self._n = 0
         if self._core is None:
             self._core = self.core_rule_sets()
             self._grow = self.grow_rules()
+        # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
+        for rule_set in self._core:
+            rule_set.apply_to_model(model)
+            onnxscript.optimizer.remove_unused_nodes(model)
+        for _ in range(_MAX_GROW_PASSES):
+            changed = self._grow.apply_to_model(model)
+            onnxscript.optimizer.remove_unused_nodes(model)
+            if changed == 0:
+                break
 
     # --- emission ------------------------------------------------------------------------------------------------
     def _fresh(self, hint: str) -> str:
@@ -720,16 +730,7 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
     irm = ir.from_proto(inferred)
     _validate_input(irm)
     with _FUSER_LOCK:
-        _FUSER.begin(irm)
-        # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
-        for rs in _FUSER._core:
-            rs.apply_to_model(irm)
-            onnxscript.optimizer.remove_unused_nodes(irm)
-        for _ in range(_MAX_GROW_PASSES):
-            changed = _FUSER._grow.apply_to_model(irm)
-            onnxscript.optimizer.remove_unused_nodes(irm)
-            if changed == 0:
-                break
+        _FUSER.run(irm)
 
     # finish: one function per distinct configuration
     fns: dict[tuple[str, str], onnx.FunctionProto] = {}
