@@ -1,6 +1,7 @@
 """ONNX Runtime with the fusedops custom-op library (``libfusedops_ort.so``, domain ``fusedops``).
 
     library_path() -> Path                                   the built library (FusedopsError if missing)
+    unavailable_reason(provider) -> str | None               why the library cannot serve that EP here
     build_library(cuda="auto") -> Path                       build it (scripts/get_native_deps.sh + CMake)
     session(model, providers=None, allow_tf32=True, sess_options=None) -> onnxruntime.InferenceSession
     run(session, inputs) -> list[np.ndarray]
@@ -42,6 +43,17 @@ def library_path() -> Path:
             "fusedops.ort.build_library() (needs cmake, a C++17 compiler and the headers from "
             "scripts/get_native_deps.sh)")
     return path
+
+
+def unavailable_reason(provider: str = "CPUExecutionProvider") -> str | None:
+    """Why the library cannot serve ``provider`` here (not built / built without CUDA), or None if it can."""
+    try:
+        library_path()
+    except FusedopsError as e:
+        return str(e)
+    if provider == "CUDAExecutionProvider" and not library_has_cuda():
+        return "libfusedops_ort.so was built without CUDA (rebuild with FUSEDOPS_CUDA=ON where nvcc + cuBLASLt exist)"
+    return None
 
 
 def build_library(cuda: str = "auto", fetch_deps: bool = True) -> Path:

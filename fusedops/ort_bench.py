@@ -110,7 +110,8 @@ def ort_rows(entry: Any, size: str = "bench", batch: int | None = None, warmup: 
             raise FusedopsError(f"{entry.key}: the fused session did not run the library's CUDA kernels")
         for name, ts in times.items():
             rows.append({"model": entry.key, "backend": name, "precision": prec, "batch": x_np.shape[0],
-                         "median_ms": statistics.median(ts), "runs": len(ts)})
+                         "median_ms": statistics.median(ts), "min_ms": min(ts), "max_ms": max(ts),
+                         "runs": len(ts)})
         del runners, keep, s_unf, s_fus
     return rows
 
@@ -141,7 +142,8 @@ def cpu_rows(entry: Any, size: str = "bench", batch: int | None = None, warmup: 
                "ort-cpu-fused": lambda: s_fus.run(None, {s_fus.get_inputs()[0].name: x_np})}
     times = _alternate(runners, warmup, iters)
     return [{"model": entry.key, "backend": k, "precision": "fp32", "batch": x_np.shape[0],
-             "median_ms": statistics.median(v), "runs": len(v), "max_abs_diff": max_diff}
+             "median_ms": statistics.median(v), "min_ms": min(v), "max_ms": max(v), "runs": len(v),
+             "max_abs_diff": max_diff}
             for k, v in times.items()]
 
 

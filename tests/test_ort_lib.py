@@ -381,3 +381,21 @@ def test_precision_cannot_change_on_registered_options(fo):
     assert so.get_session_config_entry("fusedops.allow_tf32") == "0"
     with pytest.raises(FusedopsError, match="use a new SessionOptions"):
         fo.session(m, providers=CPU, sess_options=so, allow_tf32=True)
+
+
+def test_unavailable_reason(fo, monkeypatch, tmp_path):
+    assert fo.unavailable_reason("CPUExecutionProvider") is None
+    if not fo.library_has_cuda():
+        assert "without CUDA" in fo.unavailable_reason("CUDAExecutionProvider")
+    monkeypatch.setenv("FUSEDOPS_BUILD_DIR", str(tmp_path / "nowhere"))
+    assert "not found" in fo.unavailable_reason("CPUExecutionProvider")
+
+
+def test_ort_bench_cpu_rows_small(fo):
+    from fusedops import ort_bench
+
+    rows = ort_bench.cpu_rows("1", "small", warmup=1, iters=3)
+    assert {r["backend"] for r in rows} == {"ort-cpu-unfused", "ort-cpu-fused"}
+    assert all(r["median_ms"] > 0 and r["runs"] == 3 and r["max_abs_diff"] < 1e-5 for r in rows)
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        assert ort_bench.ort_rows("1", "small") == []
