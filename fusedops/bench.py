@@ -7,6 +7,8 @@ For each model and precision (strict FP32, TF32, BF16) it times:
              ``conv_transpose`` (model 4; cuDNN), at that precision
   fused      ModelNew (the fusedops kernels) at that precision
 and for model 4 also the GELU+GroupNorm step alone (eager, compile, fused) on a precomputed convolution output.
+``fused_graph`` rows replay the fused model captured in a CUDA graph: its GPU time without host launch overhead.
+Targets are judged on the plain (non-graph) rows: that is what a caller gets without graphs.
 
 Timing: median of ``repeats`` CUDA-event timings after ``warmup`` calls, rotating among ``input_sets`` (≥ 3) inputs
 so no run finds its input in L2 from the previous one. Memory: peak device memory allocated during the timed runs
@@ -139,6 +141,40 @@ def time_cuda(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch
     return Timing(statistics.median(times), min(times), max(times), peak, out_bytes)
 
 
+def time_cuda_graph(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor], repeats: int,
+                    warmup: int) -> Timing:
+    """Like time_cuda, but each input's call is captured once in a CUDA graph and replayed: GPU time without the
+    host's launch overhead (Python, dispatch, ctypes). Peak memory is not measured here (0)."""
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for x in inputs:
+                fn(x)  # warm-up outside capture: library load, handles, algorithm choice, compilation
+        torch.cuda.current_stream().wait_stream(side)
+        pool = torch.cuda.graph_pool_handle()
+        graphs, outs = [], []
+        for x in inputs:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                outs.append(fn(x))
+            graphs.append(g)
+        for i in range(warmup):
+            graphs[i % len(graphs)].replay()
+        events = []
+        for i in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graphs[i % len(graphs)].replay()
+            end.record()
+            events.append((start, end))
+        torch.cuda.synchronize()
+        out_bytes = outs[0].numel() * outs[0].element_size()
+        del graphs, outs
+    times = [s.elapsed_time(e) for s, e in events]
+    return Timing(statistics.median(times), min(times), max(times), 0, out_bytes)
+
+
 def _row(model: str, variant: str, p: str, t: Timing, note: str = "") -> Row:
     return Row(model, variant, p, round(t.median_ms, 4), round(t.min_ms, 4), round(t.max_ms, 4),
                round(t.peak_extra_bytes / 2**20, 1), round(t.output_bytes / 2**20, 1), note=note)
@@ -161,7 +197,7 @@ def _first_linear(model: torch.nn.Module) -> torch.nn.Linear:
 
 def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warmup: int, input_sets: int,
                  use_compile: bool, compile_mode: str | None, compile_precisions: tuple[str, ...], rows: list[Row],
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], use_graphs: bool = True) -> None:
     from fusedops.plugins import torch_ops
 
     dev = torch.device("cuda")
@@ -207,6 +243,10 @@ def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warm
                 fused_row.max_abs_diff_vs_eager = round(_max_abs_diff(new_p(xs[0]), eager_out), 6)
             rows.append(fused_row)
             del eager_out
+            if use_graphs:
+                log(f"{name} {p}: fused in a CUDA graph")
+                rows.append(_row(name, "fused_graph", p, time_cuda_graph(new_p, xs, repeats, warmup),
+                                 "CUDA graph replay: no host launch overhead"))
 
             if entry.number == 4:
                 gn = ref_p.group_norm
@@ -229,6 +269,9 @@ def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warm
                 with torch.no_grad():
                     step_row.max_abs_diff_vs_eager = round(_max_abs_diff(fused_step(ys[0]), eager_step(ys[0])), 6)
                 rows.append(step_row)
+                if use_graphs:
+                    rows.append(_row(name, "gn_step_fused_graph", p, time_cuda_graph(fused_step, ys, repeats, warmup),
+                                     "CUDA graph replay"))
                 del ys
         del xs, ref_p, new_p
         torch.cuda.empty_cache()
@@ -363,7 +406,8 @@ def plot(report: BenchReport, path: Path) -> Path | None:
 def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats: int = 20, warmup: int = 3,
               out_dir: str | Path = "artifacts/bench", precisions: Sequence[str] = PRECISIONS, input_sets: int = 3,
               use_compile: bool = True, compile_mode: str | None = None,
-              compile_precisions: Sequence[str] = ("fp32", "tf32"), quiet: bool = False) -> BenchReport:
+              compile_precisions: Sequence[str] = ("fp32", "tf32"), use_graphs: bool = True,
+              quiet: bool = False) -> BenchReport:
     """Time every model (see module doc); returns the report and writes bench.json / bench.png into out_dir."""
     if not torch.cuda.is_available():
         raise FusedopsError("fusedops bench needs a CUDA GPU (torch.cuda.is_available() is False on this machine)")
@@ -401,7 +445,7 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
     for entry in entries:
         try:
             _bench_model(entry, size, precisions, repeats, warmup, input_sets, use_compile, compile_mode,
-                         tuple(compile_precisions), report.rows, log)
+                         tuple(compile_precisions), report.rows, log, use_graphs)
         except FusedopsError:
             raise
         except Exception as e:  # noqa: BLE001 - one model's failure is reported, the others still run
@@ -447,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--input-sets", type=int, default=3)
     ap.add_argument("--out-dir", default="artifacts/bench")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    ap.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph replay rows of the fused model")
     ap.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune")
     ap.add_argument("--compile-precisions", nargs="*", default=["fp32", "tf32"], choices=list(PRECISIONS),
                     help="precisions that get torch.compile rows (each compile costs tens of seconds)")
@@ -454,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = run_bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
                            precisions=a.precisions, input_sets=a.input_sets, use_compile=not a.no_compile,
-                           compile_mode=a.compile_mode, compile_precisions=a.compile_precisions)
+                           compile_mode=a.compile_mode, compile_precisions=a.compile_precisions, use_graphs=not a.no_graphs)
     except FusedopsError as e:
         print(f"fusedops bench: {e}", file=sys.stderr)
         return 2
