@@ -7,9 +7,11 @@
     run(session, inputs) -> list[np.ndarray]
     kernel_calls(provider=None) -> int                       debug counter: how often the library's kernels ran
 
-``session`` registers the library on the SessionOptions (once per options object), sets the session config entry
-``fusedops.allow_tf32`` ("1"/"0", read by the library when it is registered; it overrides the nodes' ``allow_tf32``
-attribute on the CUDA EP) and picks the CUDA EP first when onnxruntime offers it.
+``session`` registers the library on the SessionOptions (once per options object) and picks the CUDA EP first when
+onnxruntime offers it. ``allow_tf32=False`` sets the session config entry ``fusedops.allow_tf32`` = "0" (read by the
+library when it is registered; it overrides every node's ``allow_tf32`` attribute: strict FP32 GEMMs on the CUDA EP);
+``allow_tf32=True`` leaves each node's attribute in charge (the catalog default 1 = TF32). An entry the caller already
+put on ``sess_options`` is kept.
 """
 
 from __future__ import annotations
@@ -94,25 +96,25 @@ def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool
 
     providers: default CUDA EP first when available, then CPU. ``allow_tf32=False`` makes the float32 GEMMs of the
     fused nodes strict FP32 on the CUDA EP (session config ``fusedops.allow_tf32`` = "0", which wins over the node
-    attribute). An existing ``sess_options`` is used as given, plus the config entry and the library (registered
-    only if this function has not registered it on that object before).
+    attribute); True leaves the node attributes (or a ``fusedops.allow_tf32`` entry the caller set) in charge. An
+    existing ``sess_options`` gets the library registered once (not again on later calls with the same object).
     """
     ort = _ort()
     lib = library_path()
     so = sess_options if sess_options is not None else ort.SessionOptions()
-    # The library reads the config entry when it is registered, so set it first.
-    want = "1" if allow_tf32 else "0"
-    # One registration per options object (a second would add the domain twice); a config entry marks it with the
-    # precision it was registered with, since the pybind SessionOptions takes no Python attributes.
+    # The library reads the config entry when it is registered, so set it first. One registration per options
+    # object (a second would add the domain twice); a config entry marks it with the requested precision, since the
+    # pybind SessionOptions takes no Python attributes.
+    want = "tf32-allowed" if allow_tf32 else "strict-fp32"
     registered = _config_entry(so, _CONFIG_REGISTERED)
     if registered is None:
-        if _config_entry(so, CONFIG_ALLOW_TF32) != want:
-            so.add_session_config_entry(CONFIG_ALLOW_TF32, want)
+        if not allow_tf32 and _config_entry(so, CONFIG_ALLOW_TF32) != "0":
+            so.add_session_config_entry(CONFIG_ALLOW_TF32, "0")
         so.register_custom_ops_library(str(lib))
         so.add_session_config_entry(_CONFIG_REGISTERED, want)
     elif registered != want:
-        raise FusedopsError(f"these SessionOptions already carry the fusedops library with allow_tf32="
-                            f"{registered == '1'}; use a new SessionOptions for allow_tf32={allow_tf32}")
+        raise FusedopsError(f"these SessionOptions already carry the fusedops library registered with {registered}; "
+                            f"use a new SessionOptions for allow_tf32={allow_tf32}")
     if providers is None:
         avail = ort.get_available_providers()
         providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in avail]

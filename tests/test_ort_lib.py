@@ -381,6 +381,10 @@ def test_precision_cannot_change_on_registered_options(fo):
     assert so.get_session_config_entry("fusedops.allow_tf32") == "0"
     with pytest.raises(FusedopsError, match="use a new SessionOptions"):
         fo.session(m, providers=CPU, sess_options=so, allow_tf32=True)
+    so2 = ort.SessionOptions()
+    fo.session(m, providers=CPU, sess_options=so2)  # default: the nodes' allow_tf32 attributes decide
+    with pytest.raises(Exception):
+        so2.get_session_config_entry("fusedops.allow_tf32")
 
 
 def test_unavailable_reason(fo, monkeypatch, tmp_path):
