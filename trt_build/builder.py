@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -288,6 +289,7 @@ class ProgressRenderer:
         self._cancel = False
         self._tasks: dict[str, int] = {}
         self._parents: dict[str, str | None] = {}
+        self._lock = threading.Lock()  # TensorRT reports from several builder threads
         self._progress = None
         self.events: list[tuple] = []
         if enabled:
@@ -310,6 +312,18 @@ class ProgressRenderer:
         self._cancel = True
 
     def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+        with self._lock:
+            self._phase_start(phase_name, parent_phase, num_steps)
+
+    def step_complete(self, phase_name: str, step: int) -> bool:
+        with self._lock:
+            return self._step_complete(phase_name, step)
+
+    def phase_finish(self, phase_name: str) -> None:
+        with self._lock:
+            self._phase_finish(phase_name)
+
+    def _phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
         self.events.append(("start", phase_name, parent_phase, num_steps))
         depth = 0
         p = parent_phase
@@ -322,19 +336,19 @@ class ProgressRenderer:
         else:
             self._tasks[phase_name] = len(self._tasks)
 
-    def step_complete(self, phase_name: str, step: int) -> bool:
+    def _step_complete(self, phase_name: str, step: int) -> bool:
         self.events.append(("step", phase_name, step))
         if self._progress is not None and phase_name in self._tasks:
             self._progress.update(self._tasks[phase_name], completed=step + 1)
         return not self._cancel
 
-    def phase_finish(self, phase_name: str) -> None:
+    def _phase_finish(self, phase_name: str) -> None:
         self.events.append(("finish", phase_name))
         task = self._tasks.pop(phase_name, None)
         parent = self._parents.pop(phase_name, None)
         if self._progress is not None and task is not None:
             if parent is None:  # top-level phases stay on screen, completed; nested ones make room
-                total = self._progress.tasks[[t.id for t in self._progress.tasks].index(task)].total
+                total = next(t.total for t in self._progress.tasks if t.id == task)
                 self._progress.update(task, completed=total)
             else:
                 self._progress.remove_task(task)
