@@ -517,8 +517,16 @@ int read_allow_tf32(const OrtApi* api, const OrtSessionOptions* so, std::string*
 extern "C" {
 
 FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* base) {
-  const OrtApi* api = base ? base->GetApi(kOrtApiVersion) : nullptr;
-  if (!api) return nullptr;  // ORT older than 1.21: cannot report through a status we cannot create
+  if (!base) return nullptr;
+  const OrtApi* api = base->GetApi(kOrtApiVersion);
+  if (!api) {
+    // ORT older than 1.21: fail loudly (version 1 of the API is always there and has CreateStatus), rather than
+    // register nothing and let the nodes fall back to their function bodies unnoticed.
+    const OrtApi* api1 = base->GetApi(1);
+    const std::string msg = std::string("fusedops: libfusedops_ort needs ONNX Runtime 1.21 or newer (C API 21); "
+                                        "this is ") + (base->GetVersionString ? base->GetVersionString() : "older");
+    return api1 ? api1->CreateStatus(ORT_FAIL, msg.c_str()) : nullptr;
+  }
   try {
     std::string bad;
     const int tf32 = read_allow_tf32(api, options, &bad);
