@@ -206,12 +206,14 @@ def _trt_available():
 def _trt_run(ctx: RunContext):
     from .trt_build import builder, runtime
     engine_path = ctx.onnx_path.with_suffix(".plan")
-    builder.build_engine(str(ctx.onnx_path), str(engine_path), precision="tf32", force=True, progress=False)
-    eng = runtime.Engine(str(engine_path))
-    xs = [t.cuda() for t in ctx.inputs]
-    out = eng.infer(xs)
-    ms = _cuda_median_ms(lambda: eng.infer(xs), ctx.repeats)
-    return [o.float().cpu().numpy() for o in out], ms
+    batch = ctx.inputs[0].shape[0]
+    builder.build_engine(str(ctx.onnx_path), str(engine_path), precision="tf32", min_batch=1, opt_batch=batch,
+                         max_batch=max(batch, 8), force=True, progress=False)
+    eng = runtime.Engine.load(engine_path)
+    xs = [t.cuda().contiguous() for t in ctx.inputs]  # torch tensors: __cuda_array_interface__ buffers
+    out = eng.run(xs)
+    ms = _cuda_median_ms(lambda: eng.run(xs, sync=False), ctx.repeats)
+    return [runtime.to_numpy(buf) for buf in out.values()], ms
 
 
 BACKENDS: dict[str, Backend] = {
