@@ -212,7 +212,7 @@ def _trt_run(ctx: RunContext):
     eng = runtime.Engine.load(engine_path)
     xs = [t.cuda().contiguous() for t in ctx.inputs]  # torch tensors: __cuda_array_interface__ buffers
     out = eng.run(xs)
-    ms = _cuda_median_ms(lambda: eng.run(xs, sync=False), ctx.repeats)
+    ms = _median_ms(lambda: eng.run(xs), ctx.repeats)  # run() synchronises its own stream
     return [runtime.to_numpy(buf) for buf in out.values()], ms
 
 
