@@ -34,6 +34,9 @@ def _quiet():
 def export_module(module: torch.nn.Module, example: torch.Tensor, dynamic_batch: bool = True) -> onnx.ModelProto:
     """Export a one-input module; with ``dynamic_batch`` the input's dim 0 is the symbolic dim "batch"."""
     dynamic_shapes = ({0: torch.export.Dim(BATCH_DIM)},) if dynamic_batch else None
+    if dynamic_batch and example.shape[0] == 1:
+        # torch.export specializes a size-1 dim to the constant 1; trace with two rows instead
+        example = torch.cat([example, example])
     with _quiet(), torch.no_grad():
         program = torch.onnx.export(module.eval(), (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
                                     verbose=False, optimize=True)

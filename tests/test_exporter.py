@@ -235,3 +235,17 @@ def test_function_overloads_distinguish_configurations():
     assert build_function("GroupNormAct", a, 4, 18).overload != fa.overload  # so is the opset
     with pytest.raises(catalog.CatalogError, match="opset 16"):
         build_function("GroupNormAct", a, 4, 16)
+
+
+def test_dynamic_export_from_a_batch_of_one():
+    entry = get_entry("4")
+    module = entry.build("small")
+    (x1,) = entry.inputs("small", batch=1, generator=torch.Generator().manual_seed(9))
+    from fusedops.exporter.export import export_module
+
+    fused = fuse_model(export_module(module, x1))
+    assert fused.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    (x5,) = entry.inputs("small", batch=5, generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        eager = module(x5).numpy()
+    np.testing.assert_allclose(_session(fused).run(None, {"x": x5.numpy()})[0], eager, rtol=0, atol=ATOL)
