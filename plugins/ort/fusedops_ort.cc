@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_util.h"  // the core's scheduler hook (internal C++, linked statically)
 #include "fusedops/fusedops.h"
 #include "onnxruntime_c_api.h"
 
@@ -326,6 +327,32 @@ struct DeviceScratch {
 };
 #endif
 
+// ORT's intra-op thread pool as the core's scheduler (KernelContext_ParallelFor, API 17): the CPU kernels then
+// honour intra_op_num_threads and share ORT's workers instead of competing with them. On failure the tasks run
+// on the calling thread.
+struct OrtScheduler {
+  const OrtApi* api;
+  OrtKernelContext* ctx;
+  fusedops::cpu::Scheduler sched{&OrtScheduler::run, this, 0};
+
+  struct Batch {
+    void (*task)(void*, int64_t);
+    void* task_ctx;
+  };
+  static void ORT_API_CALL call(void* user, size_t i) {
+    const Batch* b = static_cast<const Batch*>(user);
+    b->task(b->task_ctx, static_cast<int64_t>(i));
+  }
+  static void run(void* self, int64_t n, void (*task)(void*, int64_t), void* task_ctx) {
+    OrtScheduler* s = static_cast<OrtScheduler*>(self);
+    Batch b{task, task_ctx};
+    if (OrtStatus* st = s->api->KernelContext_ParallelFor(s->ctx, &OrtScheduler::call, static_cast<size_t>(n), 0, &b)) {
+      s->api->ReleaseStatus(st);
+      for (int64_t t = 0; t < n; ++t) task(task_ctx, t);
+    }
+  }
+};
+
 OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
   const OrtApi* api = k.api;
   size_t n_in = 0;
@@ -405,6 +432,8 @@ OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
   if (gemm) {
     gd.gn = d;
     if (!k.cfg.cuda) {
+      OrtScheduler os{api, ctx};
+      fusedops::cpu::ScopedScheduler use_ort_threads(&os.sched);
       rc = fusedops_gemm_groupnorm_act_cpu(&gd, X.data, in[1].data, in[2].data, in[3].data, in[4].data, extras,
                                            static_cast<int32_t>(n_extras), yp, err, sizeof err);
       g_cpu_calls.fetch_add(1, std::memory_order_relaxed);
@@ -430,6 +459,8 @@ OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
     }
   } else {
     if (!k.cfg.cuda) {
+      OrtScheduler os{api, ctx};
+      fusedops::cpu::ScopedScheduler use_ort_threads(&os.sched);
       rc = fusedops_groupnorm_act_cpu(&d, X.data, in[1].data, in[2].data, extras, static_cast<int32_t>(n_extras), yp,
                                       err, sizeof err);
       g_cpu_calls.fetch_add(1, std::memory_order_relaxed);

@@ -181,7 +181,15 @@ float reduce_final(int32_t reduce, const ReduceAcc& acc, int64_t count) {
 // Thread pool
 // ---------------------------------------------------------------------------------------------------------------------
 
+namespace {
+thread_local const Scheduler* tls_scheduler = nullptr;
+}  // namespace
+
+ScopedScheduler::ScopedScheduler(const Scheduler* s) : prev_(tls_scheduler) { tls_scheduler = s; }
+ScopedScheduler::~ScopedScheduler() { tls_scheduler = prev_; }
+
 int num_threads() {
+  if (tls_scheduler && tls_scheduler->threads > 0) return tls_scheduler->threads;
   static const int n = [] {
     if (const char* e = std::getenv("FUSEDOPS_NUM_THREADS")) {
       const int v = std::atoi(e);
@@ -279,8 +287,37 @@ Pool* pool() {
 
 }  // namespace
 
+namespace {
+// Runs tasks for a host scheduler; the first exception stays here (never unwinds into the host's threads).
+struct HostJob {
+  const std::function<void(int64_t)>* fn;
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex mu;
+  static void task(void* self, int64_t t) {
+    HostJob* j = static_cast<HostJob*>(self);
+    if (j->failed.load(std::memory_order_relaxed)) return;
+    try {
+      (*j->fn)(t);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(j->mu);
+      if (!j->error) j->error = std::current_exception();
+      j->failed.store(true);
+    }
+  }
+};
+}  // namespace
+
 void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn) {
   if (n_tasks <= 0) return;
+  if (const Scheduler* s = tls_scheduler) {
+    // Tasks run on the host's threads, which do not see this thread's scheduler: nested calls use the pool/serial.
+    HostJob job;
+    job.fn = &fn;
+    s->run(s->self, n_tasks, &HostJob::task, &job);
+    if (job.error) std::rethrow_exception(job.error);
+    return;
+  }
   if (n_tasks > 1 && num_threads() > 1 && pool()->try_run(n_tasks, fn)) return;
   for (int64_t t = 0; t < n_tasks; ++t) fn(t);
 }

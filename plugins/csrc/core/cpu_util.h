@@ -146,6 +146,26 @@ float reduce_final(int32_t reduce, const ReduceAcc& acc, int64_t count);
 void reduce_span(int32_t reduce, ReduceAcc& acc, const float* v, int64_t n);  // acc <- every v[i]
 
 // ---- thread pool ----
+// A host scheduler that replaces the private pool for parallel_for calls made on the installing thread (the ONNX
+// Runtime adapter installs ORT's intra-op pool around a kernel call, so the fused kernels honour
+// intra_op_num_threads and do not compete with ORT's spinning workers). run() must call task(task_ctx, t) once for
+// every t in [0, n) and return when all are done; `threads` sizes the work split (0: the hardware's count).
+struct Scheduler {
+  void (*run)(void* self, int64_t n, void (*task)(void* task_ctx, int64_t t), void* task_ctx);
+  void* self;
+  int threads;
+};
+class ScopedScheduler {
+ public:
+  explicit ScopedScheduler(const Scheduler* s);
+  ~ScopedScheduler();
+  ScopedScheduler(const ScopedScheduler&) = delete;
+  ScopedScheduler& operator=(const ScopedScheduler&) = delete;
+
+ private:
+  const Scheduler* prev_;
+};
+
 // Number of worker threads the CPU kernels use: FUSEDOPS_NUM_THREADS if set (>= 1), else the hardware's.
 int num_threads();
 // Run fn(task) for task in [0, n_tasks) on the pool (the caller takes part). If the pool is busy (another caller,
