@@ -1,9 +1,10 @@
 """ONNX function bodies (standard ops only) for the fused ``fusedops`` nodes.
 
-Every fused node carries its own chains, so one function per op type cannot express them all. Each distinct node
-configuration (op type, attributes, input rank, number of extra inputs, model opset) gets its own FunctionProto,
-told apart by the IR-10 ``overload`` field: ``FunctionProto.overload`` = ``NodeProto.overload`` = a short stable hash
-of the function body. Runtimes without the fusedops library (or a TensorRT parser that falls back to the function)
+Every fused node carries its own chains, so one function per op type cannot express them all. Each distinct
+configuration of what a body cannot read from the node (chains, reduction, GEMM layout, number of extra inputs, model
+opset) gets its own FunctionProto, told apart by the IR-10 ``overload`` field: ``FunctionProto.overload`` =
+``NodeProto.overload`` = a short stable hash of the function body. ``num_groups`` and ``epsilon`` are attribute
+references and C / rank come from the input's shape, so they do not split functions. Runtimes without the fusedops library (or a TensorRT parser that falls back to the function)
 inline that body and compute exactly the catalog semantics:
 
     GroupNormAct:      Y = reduce_C(post(GroupNorm(pre(X))))            X: (N, C, *spatial), C on axis 1
@@ -59,6 +60,19 @@ class _Body:
         if key not in self._scalars:
             self._scalars[key] = self.const(np.array(v, dtype=np.float32))
         return self._scalars[key]
+
+    def attr_ref(self, attr: str, kind: str) -> str:
+        """A scalar constant taken from the calling node's attribute (``value_int`` / ``value_float``)."""
+        out = f"t{self._n}"
+        self._n += 1
+        node = helper.make_node("Constant", [], [out])
+        ref = onnx.AttributeProto()
+        ref.name = f"value_{kind}"
+        ref.ref_attr_name = attr
+        ref.type = onnx.AttributeProto.INT if kind == "int" else onnx.AttributeProto.FLOAT
+        node.attribute.append(ref)
+        self.nodes.append(node)
+        return out
 
     def ints(self, values: Sequence[int]) -> str:
         return self.const(np.array(list(values), dtype=np.int64))
@@ -146,13 +160,15 @@ def _reduce_channels(b: _Body, y: str, reduce: str, axis: int) -> str:
     return b.reduce(op_type, y, [axis])
 
 
-def _group_norm(b: _Body, x: str, grouped_shape: str, eps: float, axis: int) -> str:
-    """Normalize x viewed as grouped_shape over ``axis`` (the in-group elements); returns x's shape."""
+def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:
+    """Normalize x viewed as grouped_shape over ``axis`` (the in-group elements); returns x's shape. epsilon is
+    the node's attribute."""
     xg = b.op("Reshape", [x, grouped_shape])
     mean = b.reduce("ReduceMean", xg, [axis])
     d = b.op("Sub", [xg, mean])
     var = b.reduce("ReduceMean", b.op("Mul", [d, d]), [axis])
-    yg = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, b.scalar(eps)])])])
+    eps = b.attr_ref("epsilon", "float")
+    yg = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, eps])])])
     return b.op("Reshape", [yg, b.op("Shape", [x])])
 
 
@@ -164,11 +180,16 @@ def function_inputs(op: str, num_extras: int) -> list[str]:
     return list(catalog.OPS[op].inputs) + [f"extra_{k}" for k in range(num_extras)]
 
 
-def build_function(op: str, attrs: catalog.FusedAttrs, rank: int, opset: int,
+def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: int,
                    num_extras: int | None = None) -> onnx.FunctionProto:
-    """The standard-op FunctionProto of one fused node configuration (domain ``fusedops``, name = op type,
-    overload = short hash of the body). ``rank`` is the rank of the node's input X; ``opset`` the model's default
-    opset (the function imports the same version). ``num_extras`` defaults to the extras the chains reference."""
+    """The standard-op FunctionProto for fused nodes of this configuration (domain ``fusedops``, name = op type,
+    overload = short hash of the body). ``opset`` is the model's default opset (the function imports the same
+    version); ``num_extras`` defaults to the extras the chains reference; ``rank`` (of X) is only validated.
+
+    The body is specialised only on what standard ONNX cannot take from the node: the chains, the reduction, the
+    GEMM layout (and the opset / number of extras). ``num_groups`` and ``epsilon`` are read from the calling node's
+    attributes (attribute references) and C / rank from the input's shape, so nodes that differ only there share
+    one function -- which also runs on onnxruntime 1.21-1.26, whose inliner ignores overloads."""
     if op not in catalog.OPS:
         raise catalog.CatalogError(f"unknown fused op {op!r}; known: {', '.join(catalog.OPS)}")
     if not MIN_OPSET <= opset <= MAX_OPSET:
@@ -178,36 +199,39 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int, opset: int,
     if n_extras < attrs.num_extras:
         raise catalog.CatalogError(f"{op}: chains reference {attrs.num_extras} extra input(s), got {n_extras}")
     b = _Body(opset)
-    g = attrs.num_groups
+    groups = b.op("Reshape", [b.attr_ref("num_groups", "int"), b.ints([1])])  # (1,) int64
     if op == catalog.GROUP_NORM_ACT.name:
-        if not 2 <= rank <= 5:
+        if rank is not None and not 2 <= rank <= 5:
             raise catalog.CatalogError(f"{op}: X must have rank 2-5, got rank {rank}")
-        per_channel_shape = [-1] + [1] * (rank - 2)  # (C,) broadcast on axis 1 of (N, C, *spatial)
-        shape_const = b.ints(per_channel_shape) if rank > 2 else None
         cache: dict[str, str] = {}
 
         def channel(name: str) -> str:
-            if shape_const is None:
-                return name
+            """(C,) → (C, 1, ..., 1): broadcast on axis 1 of (N, C, *spatial), for any rank."""
+            if "shape" not in cache:
+                rank_minus_2 = b.op("Sub", [b.op("Shape", [b.op("Shape", ["X"])]), b.ints([2])])
+                ones = b.op("ConstantOfShape", [rank_minus_2], value=onnx.numpy_helper.from_array(
+                    np.array([1], dtype=np.int64)))
+                cache["shape"] = b.op("Concat", [b.ints([-1]), ones], axis=0)
             if name not in cache:
-                cache[name] = b.op("Reshape", [name, shape_const])
+                cache[name] = b.op("Reshape", [name, cache["shape"]])
             return cache[name]
 
         z = _chain(b, "X", attrs.pre, lambda k: channel(f"extra_{k}"))
-        y = _group_norm(b, z, b.ints([0, g, -1]), attrs.epsilon, axis=2)
+        grouped = b.op("Concat", [b.ints([0]), groups, b.ints([-1])], axis=0)  # (N, G, -1)
+        y = _group_norm(b, z, grouped, axis=2)
         y = b.op("Add", [b.op("Mul", [y, channel("gamma")]), channel("beta")])
         y = _chain(b, y, attrs.post, lambda k: channel(f"extra_{k}"))
         y = _reduce_channels(b, y, attrs.reduce, axis=1)
     else:
-        if rank < 2:
+        if rank is not None and rank < 2:
             raise catalog.CatalogError(f"{op}: X must have rank >= 2, got rank {rank}")
         w = b.op("Transpose", ["W"], perm=[1, 0]) if attrs.trans_b else "W"
         z = b.op("Add", [b.op("MatMul", ["X", w]), "B"])
         # Channels are the last axis; (C,) tensors broadcast there as they are.
         z = _chain(b, z, attrs.pre, lambda k: f"extra_{k}")
         lead = b.op("Shape", [z], start=0, end=-1)
-        grouped = b.op("Concat", [lead, b.ints([g, -1])], axis=0)  # (..., G, C/G): every row its own sample
-        y = _group_norm(b, z, grouped, attrs.epsilon, axis=-1)
+        grouped = b.op("Concat", [lead, groups, b.ints([-1])], axis=0)  # (..., G, C/G): every row its own sample
+        y = _group_norm(b, z, grouped, axis=-1)
         y = b.op("Add", [b.op("Mul", [y, "gamma"]), "beta"])
         y = _chain(b, y, attrs.post, lambda k: f"extra_{k}")
         y = _reduce_channels(b, y, attrs.reduce, axis=-1)
@@ -218,7 +242,8 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int, opset: int,
         opset_imports=[helper.make_opsetid("", opset)],
         attributes=[a.name for a in catalog.OPS[op].attrs],  # the node's attributes (baked into the body)
     )
-    fn.doc_string = (f"{op} {attrs.onnx_attrs(op)} rank={rank}: standard-op body; the fusedops runtime "
+    shown = {k: v for k, v in attrs.onnx_attrs(op).items() if k in ("pre", "post", "reduce", "trans_b")}
+    fn.doc_string = (f"{op} {shown}: standard-op body (num_groups, epsilon from the node); the fusedops runtime "
                      f"libraries replace it with a fused kernel")
     fn.overload = body_hash(fn)
     return fn

@@ -16,6 +16,7 @@ data tables below. The fuser runs in three phases:
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from dataclasses import dataclass, replace
@@ -753,6 +754,7 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
         return inferred if inferred is not model else _copy(model)
     irm.opset_imports[DOMAIN] = catalog.VERSION
     out = ir.to_proto(irm)
+    _note_overloads(out, fns)
     out.ir_version = 10  # function overloads need IR 10; later IRs are not accepted by every runtime yet
     # functions of an earlier fusion whose nodes changed are dropped; the others are (re)built from the nodes
     keep = [f for f in out.functions if f.domain != DOMAIN]
@@ -766,6 +768,26 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
     except onnx.checker.ValidationError as e:  # a fuser bug, not a user error: keep the checker's message
         raise RuntimeError(f"fused model fails the ONNX checker: {e}") from e
     return out
+
+
+OVERLOAD_NOTE_KEY = "fusedops.function_overloads"
+
+
+def _note_overloads(model: onnx.ModelProto, fns: dict) -> None:
+    """Several function bodies for one op type need a runtime that honours IR-10 overloads when it runs the bodies
+    (onnxruntime >= 1.27; 1.21-1.26 silently run one body for all). Say so in the model's metadata and the log."""
+    counts: dict[str, int] = {}
+    for op_type, _ in fns:
+        counts[op_type] = counts.get(op_type, 0) + 1
+    multi = {op: n for op, n in counts.items() if n > 1}
+    for p in [p for p in model.metadata_props if p.key == OVERLOAD_NOTE_KEY]:
+        model.metadata_props.remove(p)
+    if not multi:
+        return
+    text = (", ".join(f"{op}: {n} function overloads" for op, n in sorted(multi.items()))
+            + "; running the function bodies needs onnxruntime >= 1.27 (or the fusedops runtime libraries)")
+    model.metadata_props.add(key=OVERLOAD_NOTE_KEY, value=text)
+    logging.getLogger(__name__).info(text)
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -81,6 +81,8 @@ def test_fused_graph_structure(exported, number):
     fn = fns[(catalog.DOMAIN, op, node.overload)]
     assert all(n.domain == "" for n in fn.node), "function bodies use standard ops only"
     assert [(o.domain, o.version) for o in fn.opset_import] == [("", 20)]
+    assert len(fused.functions) == 1  # one configuration: runs on every ORT >= 1.21 without our library
+    assert "fusedops.function_overloads" not in {p.key for p in fused.metadata_props}
     assert [o.name for o in fused.graph.output] == [o.name for o in unfused.graph.output]
 
 
@@ -231,21 +233,42 @@ def test_function_overloads_distinguish_configurations():
     fa, fb = build_function("GroupNormAct", a, 4, 20), build_function("GroupNormAct", b, 4, 20)
     assert fa.overload != fb.overload
     assert build_function("GroupNormAct", a, 4, 20).overload == fa.overload  # stable
-    assert build_function("GroupNormAct", a, 3, 20).overload != fa.overload  # rank is part of the body
-    assert build_function("GroupNormAct", a, 4, 18).overload != fa.overload  # so is the opset
+    assert build_function("GroupNormAct", a, 4, 18).overload != fa.overload  # the opset is part of the body
+    # what a body reads from the node or the input shape does not split functions
+    a8 = catalog.parse_attrs("GroupNormAct", dict(num_groups=8, epsilon=1e-3, post="relu"))
+    assert build_function("GroupNormAct", a8, 3, 20).overload == fa.overload
     with pytest.raises(catalog.CatalogError, match="opset 16"):
         build_function("GroupNormAct", a, 4, 16)
 
 
-def test_dynamic_export_from_a_batch_of_one():
-    entry = get_entry("4")
-    module = entry.build("small")
-    (x1,) = entry.inputs("small", batch=1, generator=torch.Generator().manual_seed(9))
-    from fusedops.exporter.export import export_module
-
-    fused = fuse_model(export_module(module, x1))
-    assert fused.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
-    (x5,) = entry.inputs("small", batch=5, generator=torch.Generator().manual_seed(10))
-    with torch.no_grad():
-        eager = module(x5).numpy()
-    np.testing.assert_allclose(_session(fused).run(None, {"x": x5.numpy()})[0], eager, rtol=0, atol=ATOL)
+def test_nodes_differing_in_groups_epsilon_and_rank_share_one_body():
+    """num_groups / epsilon are attribute references and C / rank come from the input: one function, and ORT runs
+    every node with its own values."""
+    fa_list = [catalog.parse_attrs("GroupNormAct", dict(num_groups=g, epsilon=e, post="silu"))
+               for g, e in ((1, 1e-5), (2, 0.5), (4, 1e-2))]
+    shapes = [(3, 4), (3, 8, 5), (3, 4, 2, 3)]
+    rng = np.random.default_rng(7)
+    fn = build_function("GroupNormAct", fa_list[0], None, 20)
+    nodes, inputs, outputs, inits, feeds = [], [], [], [], {}
+    for i, (fa, shape) in enumerate(zip(fa_list, shapes)):
+        c = shape[1]
+        inits += [onnx.numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), f"g{i}"),
+                  onnx.numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), f"b{i}")]
+        node = helper.make_node("GroupNormAct", [f"x{i}", f"g{i}", f"b{i}"], [f"y{i}"], domain=catalog.DOMAIN,
+                                **fa.onnx_attrs("GroupNormAct"))
+        assert build_function("GroupNormAct", fa, len(shape), 20).overload == fn.overload
+        node.overload = fn.overload
+        nodes.append(node)
+        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, list(shape)))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, list(shape)))
+        feeds[f"x{i}"] = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+    model = helper.make_model(helper.make_graph(nodes, "three", inputs, outputs, inits), ir_version=10,
+                              functions=[fn], opset_imports=[helper.make_opsetid("", 20),
+                                                             helper.make_opsetid(catalog.DOMAIN, 1)])
+    onnx.checker.check_model(model, full_check=True)
+    ys = _session(model).run(None, feeds)
+    arrays = {i.name: torch.from_numpy(onnx.numpy_helper.to_array(i).copy()).double() for i in inits}
+    for i, (fa, y) in enumerate(zip(fa_list, ys)):
+        ref = catalog.group_norm_act_reference(torch.from_numpy(feeds[f"x{i}"]).double(), arrays[f"g{i}"],
+                                               arrays[f"b{i}"], [], fa)
+        np.testing.assert_allclose(y, ref.numpy(), rtol=1e-5, atol=1e-5)

@@ -476,6 +476,8 @@ def test_identical_configurations_share_one_function_and_different_ones_do_not()
     assert len(nodes) == 3
     assert nodes[0].overload == nodes[1].overload != nodes[2].overload
     assert sorted(f.overload for f in fused.functions) == sorted({n.overload for n in nodes})
+    notes = {p.key: p.value for p in fused.metadata_props}
+    assert "GroupNormAct: 2 function overloads" in notes["fusedops.function_overloads"]
     x = np.random.default_rng(2).standard_normal((2, 4, 5)).astype(np.float32)
     for want, got in zip(run(model, x), run(fused, x)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
