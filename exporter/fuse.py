@@ -725,9 +725,8 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
                             f"{functions.MIN_OPSET}-{functions.MAX_OPSET}")
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as e:  # shapes only help; an un-inferable model still fuses what has known shapes
+    except Exception:  # shapes only help; an un-inferable model still fuses what has known shapes
         inferred = model
-        _ = e
     irm = ir.from_proto(inferred)
     _validate_input(irm)
     with _FUSER_LOCK:
@@ -743,11 +742,12 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
             fa = catalog.parse_attrs(node.op_type, attrs)
         except catalog.CatalogError as e:
             raise FusedopsError(str(e)) from None
-        rank = 2 if node.op_type == GEMM_GN and _rank(node.inputs[0]) is None else _rank(node.inputs[0])
-        if rank is None:
-            raise FusedopsError(f"fusedops node {node.name or '(unnamed)'!r}: the rank of its input X is unknown")
+        rank = _rank(node.inputs[0])  # validated when known; the bodies are rank-generic
         n_extras = len(node.inputs) - len(catalog.OPS[node.op_type].inputs)
-        fn = functions.build_function(node.op_type, fa, rank, opset, n_extras)
+        try:
+            fn = functions.build_function(node.op_type, fa, rank, opset, n_extras)
+        except catalog.CatalogError as e:
+            raise FusedopsError(f"fusedops node {node.name or '(unnamed)'!r}: {e}") from None
         node.overload = fn.overload
         fns.setdefault((node.op_type, fn.overload), fn)
     if not fns:
@@ -760,8 +760,7 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
     keep = [f for f in out.functions if f.domain != DOMAIN]
     del out.functions[:]
     out.functions.extend(keep)
-    for (op_type, overload), fn in sorted(fns.items()):
-        out.functions.append(fn)
+    out.functions.extend(fn for _, fn in sorted(fns.items()))
     _drop_stale_value_info(out)
     try:
         onnx.checker.check_model(out, full_check=True)
