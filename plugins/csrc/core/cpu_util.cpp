@@ -96,9 +96,19 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
           v[i] = v[i] * (t < 0.f ? 0.f : (t > 6.f ? 6.f : t)) / 6.f;  // PyTorch's formulation
         }
         break;
-      case FUSEDOPS_STEP_MISH:  // x * tanh(softplus(x)), softplus threshold 20
-        x = x * (x > 20.f).select(x, x.exp().log1p()).tanh();
+      case FUSEDOPS_STEP_MISH: {
+        // x * tanh(softplus(x)) with one exp: tanh(log(1 + e)) = n / (n + 2), n = e (e + 2), e = exp(x);
+        // softplus's threshold 20 makes it x above 20 (tanh(20) is 1 in float32).
+        float e[256];
+        for (int64_t o = 0; o < n; o += 256) {
+          const int64_t m = std::min<int64_t>(256, n - o);
+          Eigen::Map<Eigen::ArrayXf> xs(v + o, m), es(e, m);
+          es = xs.min(20.f).exp();
+          es = es * (es + 2.f);
+          xs = (xs > 20.f).select(xs, xs * es / (es + 2.f));
+        }
         break;
+      }
       case FUSEDOPS_STEP_SOFTPLUS:
         x = (x * a > b).select(x, (x * a).exp().log1p() / a);
         break;
