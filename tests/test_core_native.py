@@ -321,3 +321,20 @@ def test_each_step_on_special_values(abi, step):
     y = abi.groupnorm_act_cpu(torch.zeros(1, n, 1), torch.zeros(n), vals.clone(), [], a)
     ref = catalog.apply_chain(vals.double().reshape(1, n, 1), catalog.parse_chain(step), [])
     torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("reduce", ["min", "max", "sum", "mean", "logsumexp"])
+def test_gemm_reduce_with_inf_and_nan_channels(abi, reduce):
+    """Rows whose post chain yields ±inf (x / 0) or NaN reduce exactly as torch's amin / amax / sum / logsumexp."""
+    gen = torch.Generator().manual_seed(9)
+    C = 64
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": 4, "post": "div(@0)", "reduce": reduce})
+    x, w = torch.rand(6, 32, generator=gen), torch.randn(C, 32, generator=gen) / 6
+    b, g, bt = torch.randn(C, generator=gen), torch.rand(C, generator=gen) + 0.5, torch.randn(C, generator=gen)
+    div = torch.rand(C, generator=gen) + 0.5
+    div[[3, 40]] = 0.0  # ±inf in every row at channels 3 and 40
+    x[4, 5] = float("nan")  # row 4 entirely NaN
+    ref = catalog.gemm_group_norm_act_reference(x.double(), w.double(), b.double(), g.double(), bt.double(),
+                                                [div.double()], a)
+    y = abi.gemm_groupnorm_act_cpu(x, w, b, g, bt, [div], a)
+    torch.testing.assert_close(y.double(), ref, rtol=2e-5, atol=2e-5, equal_nan=True)

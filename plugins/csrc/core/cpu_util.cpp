@@ -167,13 +167,49 @@ void reduce_update(int32_t reduce, ReduceAcc* acc, const float* v, int64_t n) {
 }
 
 void reduce_span(int32_t reduce, ReduceAcc& acc, const float* v, int64_t n) {
+  if (n <= 0) return;
   if (reduce == FUSEDOPS_REDUCE_SUM || reduce == FUSEDOPS_REDUCE_MEAN) {
     double s = 0.0;
     for (int64_t i = 0; i < n; ++i) s += v[i];
     acc.a += s;
     return;
   }
-  for (int64_t i = 0; i < n; ++i) reduce_update(reduce, &acc, v + i, 1);
+  // Whole-span passes (vectorisable) instead of one update per element; NaN stays sticky as in torch.amin/amax.
+  bool has_nan = false;
+  for (int64_t i = 0; i < n; ++i) has_nan |= std::isnan(v[i]);
+  if (reduce == FUSEDOPS_REDUCE_MIN || reduce == FUSEDOPS_REDUCE_MAX) {
+    const bool is_min = reduce == FUSEDOPS_REDUCE_MIN;
+    float best = v[0];
+    if (is_min)
+      for (int64_t i = 1; i < n; ++i) best = v[i] < best ? v[i] : best;
+    else
+      for (int64_t i = 1; i < n; ++i) best = v[i] > best ? v[i] : best;
+    if (has_nan || std::isnan(acc.a))
+      acc.a = std::numeric_limits<double>::quiet_NaN();
+    else
+      acc.a = is_min ? std::min(acc.a, static_cast<double>(best)) : std::max(acc.a, static_cast<double>(best));
+    return;
+  }
+  if (reduce == FUSEDOPS_REDUCE_LOGSUMEXP) {
+    Eigen::Map<const Eigen::ArrayXf> x(v, n);
+    const float m = has_nan ? 0.f : x.maxCoeff();
+    if (!has_nan && std::isfinite(m) && std::isfinite(acc.a)) {  // the common case: merge (m, sum exp(x - m))
+      const double sum = static_cast<double>((x - m).exp().sum());
+      if (m > acc.a) {
+        acc.b = acc.b * std::exp(acc.a - m) + sum;
+        acc.a = m;
+      } else {
+        acc.b += sum * std::exp(static_cast<double>(m) - acc.a);
+      }
+      return;
+    }
+    if (!has_nan && std::isfinite(m) && acc.a == -std::numeric_limits<double>::infinity()) {
+      acc.a = m;
+      acc.b = static_cast<double>((x - m).exp().sum());
+      return;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) reduce_update(reduce, &acc, v + i, 1);  // NaN / ±inf: the exact online path
 }
 
 float reduce_final(int32_t reduce, const ReduceAcc& acc, int64_t count) {
