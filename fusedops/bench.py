@@ -477,12 +477,8 @@ def _json_default(v):
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fusedops.bench`` with the run_bench knobs as flags (the ``fusedops bench`` CLI has fewer)."""
-    import argparse
-    import sys
-
-    ap = argparse.ArgumentParser(prog="python -m fusedops.bench", description=__doc__.split("\n")[0])
+def add_arguments(ap) -> None:
+    """The bench knobs, shared by ``fusedops bench`` and ``python -m fusedops.bench``."""
     ap.add_argument("--models", nargs="*", default=None)
     ap.add_argument("--size", choices=["small", "bench"], default="bench")
     ap.add_argument("--precisions", nargs="*", default=list(PRECISIONS), choices=list(PRECISIONS))
@@ -495,15 +491,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune")
     ap.add_argument("--compile-precisions", nargs="*", default=["fp32", "tf32"], choices=list(PRECISIONS),
                     help="precisions that get torch.compile rows (each compile costs tens of seconds)")
-    a = ap.parse_args(argv)
-    try:
-        report = run_bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
-                           precisions=a.precisions, input_sets=a.input_sets, use_compile=not a.no_compile,
-                           compile_mode=a.compile_mode, compile_precisions=a.compile_precisions, use_graphs=not a.no_graphs)
-    except FusedopsError as e:
-        print(f"fusedops bench: {e}", file=sys.stderr)
-        return 2
+
+
+def run_from_args(a) -> int:
+    """Run with parsed flags; FusedopsError propagates (the CLI prints it on one line)."""
+    report = run_bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
+                       precisions=a.precisions, input_sets=a.input_sets, use_compile=not a.no_compile,
+                       compile_mode=a.compile_mode, compile_precisions=a.compile_precisions,
+                       use_graphs=not a.no_graphs)
     return 1 if report.errors else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fusedops.bench``: the same as ``fusedops bench``."""
+    from .cli import main as cli_main
+
+    return cli_main(["bench", *(argv if argv is not None else __import__("sys").argv[1:])])
 
 
 if __name__ == "__main__":

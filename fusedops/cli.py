@@ -38,8 +38,8 @@ def _cmd_verify(a):
 
 
 def _cmd_bench(a):
-    from .api import bench
-    bench(models=a.models or None, out_dir=a.out_dir, repeats=a.repeats)
+    from .bench import run_from_args
+    return run_from_args(a)
 
 
 def _cmd_build_native(a):
@@ -90,9 +90,8 @@ def make_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_verify)
 
     s = sub.add_parser("bench", help="GPU benchmark of the fused models against eager, compile and the GEMM floor")
-    s.add_argument("--models", nargs="*")
-    s.add_argument("--out-dir", default="artifacts/bench")
-    s.add_argument("--repeats", type=int, default=20)
+    from .bench import add_arguments as add_bench_arguments
+    add_bench_arguments(s)
     s.set_defaults(fn=_cmd_bench)
 
     s = sub.add_parser("build-native", help="build the native libraries (CUDA kernels, ORT and TensorRT adapters)")
