@@ -11,6 +11,7 @@ import ctypes
 import math
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -224,7 +225,7 @@ def _rand(shape, dtype, gen, scale=1.0, shift=0.0):
 @pytest.mark.parametrize("case", GN_CASES, ids=lambda c: f"{c[0]}-{c[2] or '_'}-{c[3] or '_'}-{c[4] or '_'}")
 def test_groupnorm_act_cpu_matches_float64_reference(abi, case, dtype):
     shape, G, pre, post, reduce = case
-    gen = torch.Generator().manual_seed(hash(case) % 2**31)
+    gen = torch.Generator().manual_seed(zlib.crc32(repr(case).encode()))  # stable across runs
     a = catalog.parse_attrs("GroupNormAct", {"num_groups": G, "pre": pre, "post": post, "reduce": reduce})
     C = shape[1]
     x = _rand(shape, dtype, gen, 2.0, 0.5)
@@ -254,7 +255,7 @@ GEMM_CASES = [
 @pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: f"M{c[0]}K{c[1]}C{c[2]}-{c[6] or '_'}-tb{c[7]}")
 def test_gemm_groupnorm_act_cpu_matches_float64_reference(abi, case, dtype):
     M, K, C, G, pre, post, reduce, trans_b = case
-    gen = torch.Generator().manual_seed(hash(case) % 2**31)
+    gen = torch.Generator().manual_seed(zlib.crc32(repr(case).encode()))  # stable across runs
     a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": G, "pre": pre, "post": post, "reduce": reduce,
                                                  "trans_b": trans_b})
     x = torch.rand(M, K, generator=gen, dtype=torch.float64).to(dtype)
@@ -287,7 +288,7 @@ def test_gemm_rank3_rows_and_mixed_param_dtype(abi):
 
 def test_nan_and_inf_propagate(abi):
     a = catalog.parse_attrs("GroupNormAct", {"num_groups": 2, "post": "relu", "reduce": "max"})
-    x = torch.randn(3, 4, 5)
+    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(11))
     x[1, 0, 2] = float("nan")
     ref = catalog.group_norm_act_reference(x.double(), torch.ones(4).double(), torch.zeros(4).double(), [], a)
     y = abi.groupnorm_act_cpu(x, torch.ones(4), torch.zeros(4), [], a)
