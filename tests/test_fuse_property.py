@@ -14,6 +14,7 @@ decomposed silu / mish / gelu forms). Properties:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,8 +30,11 @@ from fusedops import catalog
 from fusedops.exporter import fuse_model
 
 # No shrinking: a failing example is printed as drawn, and shrinking an ORT round trip per step takes minutes.
+# Under CI (CI set) the examples are derandomised, so a red CI run is reproducible and never a dice roll; local runs
+# keep exploring new examples.
 SETTINGS = dict(deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+                derandomize=bool(os.environ.get("CI")))
 
 
 @dataclass
@@ -614,9 +618,10 @@ def test_torch_exported_chains_fuse_completely(data):
     channels = groups * data.draw(st.integers(1, 2))
     pre = [_torch_step(data, channels, rank) for _ in range(data.draw(st.integers(0, 3)))]
     post = [_torch_step(data, channels, rank) for _ in range(data.draw(st.integers(0, 3)))]
-    torch.manual_seed(data.draw(st.integers(0, 1000)))
-    module = _ChainModel([f for f, _ in pre], [f for f, _ in post], groups, channels).eval()
-    x = torch.randn(3, channels, *[data.draw(st.integers(1, 4)) for _ in range(rank - 2)])
+    with torch.random.fork_rng():  # seeds the module's parameter init without touching other tests' global RNG
+        torch.manual_seed(data.draw(st.integers(0, 1000)))
+        module = _ChainModel([f for f, _ in pre], [f for f, _ in post], groups, channels).eval()
+        x = torch.randn(3, channels, *[data.draw(st.integers(1, 4)) for _ in range(rank - 2)])
     unfused = export_module(module, x)
     fused = fuse_model(unfused)
     node = fused_node(fused)
