@@ -339,3 +339,12 @@ def test_gemm_reduce_with_inf_and_nan_channels(abi, reduce):
                                                 [div.double()], a)
     y = abi.gemm_groupnorm_act_cpu(x, w, b, g, bt, [div], a)
     torch.testing.assert_close(y.double(), ref, rtol=2e-5, atol=2e-5, equal_nan=True)
+
+
+def test_poisoned_allocations_for_gpu_tests(abi, monkeypatch):
+    """FUSEDOPS_POISON_OUTPUTS=1 (set by the GPU model tests) makes the binding's own outputs NaN and workspaces 0xFF."""
+    monkeypatch.delenv("FUSEDOPS_POISON_OUTPUTS", raising=False)
+    assert not abi.poisoning()
+    monkeypatch.setenv("FUSEDOPS_POISON_OUTPUTS", "1")
+    assert torch.isnan(abi._alloc((4, 3), torch.bfloat16, "cpu")).all()
+    assert (abi._alloc(7, torch.uint8, "cpu") == 0xFF).all()

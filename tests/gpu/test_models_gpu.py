@@ -9,8 +9,9 @@ Tolerances (max |got - ref| allowed, as rtol/atol of torch.testing.assert_close 
   output: bf16 5e-2, fp16 1e-2 as rtol/atol. Measured on the H200 (2026-11-22), max |fused - float64| at bench
   size, models 1-4: bf16 3.3e-2 / 2.8e-2 / 1.5e-2 / 7.5e-2 (eager bf16 4.3e-2 / 3.4e-2 / 3.2e-2 / 9.3e-2), fp16
   3.8e-3 / 3.3e-3 / 1.5e-3 / 6.7e-3 (eager 5.1e-3 / 4.3e-3 / 2.9e-3 / 8.0e-3), on outputs up to ~6 in magnitude.
-Outputs are poisoned before kernels run: through the C ABI binding the output is preallocated and filled with NaN;
-through the ops, every input is NaN-free so any NaN in the output is a bug.
+Outputs are poisoned before kernels run: this module sets FUSEDOPS_POISON_OUTPUTS=1, so every output (and workspace)
+the C ABI binding allocates for the ops and the fused models starts as NaN (0xFF bytes); every input is NaN-free, so
+a NaN in an output is an element no kernel wrote (or a workspace byte read before it was written).
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ def _need_cuda_kernels():
     ok, why = torch_ops.cuda_kernels_available()
     if not ok:
         pytest.skip(f"needs a CUDA device and the fusedops CUDA library: {why}")
+    old = os.environ.get("FUSEDOPS_POISON_OUTPUTS")
+    os.environ["FUSEDOPS_POISON_OUTPUTS"] = "1"
     yield
+    if old is None:
+        os.environ.pop("FUSEDOPS_POISON_OUTPUTS")
+    else:
+        os.environ["FUSEDOPS_POISON_OUTPUTS"] = old
     _REF64.clear()
     torch.cuda.empty_cache()
 
