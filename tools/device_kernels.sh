@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build libfusedops with CUDA on a GPU machine, then check and time its kernels; logs and JSON go to $OUT.
 #
-#   OUT=<dir> tools/device_kernels.sh [build] [smoke] [tests] [bench] [sanitize] [ncu]  (default: all but ncu)
+#   OUT=<dir> tools/device_kernels.sh [build] [smoke] [tests] [bench] [ab] [gelu] [sanitize] [ncu]
+#   (default: build smoke tests bench sanitize; ab = old vs new kernel variants, gelu = exhaustive GELU accuracy)
 #
 # FUSEDOPS_CUDA_ARCHS (default "80;89;90", the CMake default) picks the architectures; PYTEST_K filters the tests.
 # Needs Eigen headers in third_party/eigen3 (scripts/get_native_deps.sh) or EIGEN_INCLUDE_DIR.
@@ -44,6 +45,13 @@ fi
 if has bench; then
   $py tools/kernel_bench.py bench --json "$out/kernels_bench.json" 2>&1 | tee "$out/bench.log" || rc=1
 fi
+if has ab; then
+  $py tools/kernel_bench.py ab --json "$out/kernels_ab.json" 2>&1 | tee "$out/ab.log" || rc=1
+fi
+if has gelu; then
+  nvcc -std=c++17 -O3 -arch=sm_90 -Iplugins/include -Iplugins/csrc tools/gelu_accuracy.cu -o build/native/gelu_accuracy \
+    && build/native/gelu_accuracy 2>&1 | tee "$out/gelu_accuracy.log" || rc=1
+fi
 if has ncu; then
   ncu --clock-control none -k regex:gn_ --section SpeedOfLight --section Occupancy --section LaunchStats \
     $py tools/kernel_bench.py profile >"$out/ncu.log" 2>&1 || rc=1
@@ -52,7 +60,7 @@ fi
 if has sanitize; then
   for tool in memcheck racecheck; do
     echo "+ compute-sanitizer --tool $tool --error-exitcode 3 $py tools/kernel_bench.py smoke"
-    timeout 240 compute-sanitizer --tool $tool --error-exitcode 3 $py tools/kernel_bench.py smoke \
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 $py tools/kernel_bench.py smoke \
       >"$out/sanitize_$tool.log" 2>&1
     src=$?
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAIL|Error" "$out/sanitize_$tool.log" | tail -5

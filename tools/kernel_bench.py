@@ -2,6 +2,7 @@
 
     python tools/kernel_bench.py smoke            # one small run of every kernel path, checked (sanitizer target)
     python tools/kernel_bench.py bench [--json F] # model 4's GELU+GroupNorm step and the three GEMM models' fused ops
+    python tools/kernel_bench.py ab [--json F]    # old vs new kernel variants side by side (env-selected), + accuracy
 
 Timings: CUDA events around each call, median of --iters after --warmup calls, inputs allocated once.
 """
@@ -46,6 +47,8 @@ def smoke() -> int:
         ((2, 8, 64, 64), 2, "gelu", "tanh", "", torch.float32),
         ((2, 8, 2049), 2, "mish", "", "logsumexp", torch.float32),
         ((2, 8, 64, 64), 2, "gelu", "", "", torch.bfloat16),
+        ((2, 8, 30, 30), 2, "gelu", "", "", torch.bfloat16),  # S % 8 == 4: half-width (8-byte) vectors
+        ((2, 8, 30, 31), 2, "gelu", "", "", torch.float32),   # S % 4 == 2: half-width (8-byte) vectors
         ((4, 32), 4, "", "silu", "sum", torch.float16),
     ]
     for shape, G, pre, post, reduce, dt in gn_cases:
@@ -213,6 +216,135 @@ def bench(iters: int, warmup: int) -> dict:
     return res
 
 
+class env_var:
+    """Sets (or with None removes) an environment variable that the library reads at launch time."""
+
+    def __init__(self, name: str, value: str | None):
+        self.name, self.value = name, value
+
+    def __enter__(self):
+        self.old = os.environ.get(self.name)
+        if self.value is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.value
+
+    def __exit__(self, *exc):
+        if self.old is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.old
+
+
+def ab(iters: int, warmup: int) -> dict:
+    """Old and new kernel versions in one process (the library picks them by environment variable at launch):
+    model 4 GELU with erff (FUSEDOPS_GELU=erff) vs gelu_fast, accuracy of both against a float64 GPU reference; the
+    GEMM epilogue: one-row register kernel (FUSEDOPS_EPI_KERNEL=reg) vs the column-slice kernel at several
+    FUSEDOPS_EPI_ROWS and at its default."""
+    dev = torch.device("cuda")
+    res: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": iters}
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    x = torch.randn(128, 64, 258, 258, device=dev, generator=g)
+    gamma = torch.rand(64, device=dev, generator=g) + 0.5
+    beta = torch.randn(64, device=dev, generator=g)
+    y = torch.empty_like(x)
+    a, a_plain = attrs(num_groups=8, pre="gelu"), attrs(num_groups=8)
+    r: dict = {"copy_ms": time_ms(lambda: y.copy_(x), iters, warmup)}
+    r["gn_only_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters, warmup)
+    with env_var("FUSEDOPS_GN_ONEPASS", "0"):
+        r["gn_only_twopass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters,
+                                          warmup)
+    ref = F.group_norm(F.gelu(x.double()), 8, gamma.double(), beta.double(), 1e-5)
+    eager = F.group_norm(F.gelu(x), 8, gamma, beta, 1e-5)
+    r["eager_fp32_max_abs_err_vs_f64"] = (eager.double() - ref).abs().max().item()
+    del eager
+    variants = (("twopass_erff", "erff", "0"), ("twopass_fast", None, "0"), ("onepass_fast", None, None))
+    for name, val, onepass in variants:
+        with env_var("FUSEDOPS_GELU", val), env_var("FUSEDOPS_GN_ONEPASS", onepass):
+            r[f"gelu_gn_{name}_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y), iters,
+                                              warmup)
+            r[f"gelu_gn_{name}_graph_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y),
+                                                    iters, warmup, graph=True)
+            y.fill_(float("nan"))
+            abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y)
+            r[f"gelu_gn_{name}_max_abs_err_vs_f64"] = (y.double() - ref).abs().max().item()
+    r["floor_ms_at_copy_bw"] = r["copy_ms"] * 1.5
+    del y, ref
+    # bfloat16 (S = 258 * 258 is 4 mod 8: the half-width vector path): fused vs eager, error vs float64 of its input
+    xb = x.to(torch.bfloat16)
+    del x
+    yb = torch.empty_like(xb)
+    gb, bb = gamma.to(torch.bfloat16), beta.to(torch.bfloat16)
+    r["bf16_copy_ms"] = time_ms(lambda: yb.copy_(xb), iters, warmup)
+    r["bf16_gelu_gn_onepass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(xb, gb, bb, [], a, out=yb), iters, warmup)
+    with env_var("FUSEDOPS_GN_ONEPASS", "0"):
+        r["bf16_gelu_gn_twopass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(xb, gb, bb, [], a, out=yb), iters,
+                                               warmup)
+    r["bf16_eager_ms"] = time_ms(lambda: F.group_norm(F.gelu(xb), 8, gb, bb, 1e-5), iters, warmup)
+    yb.fill_(float("nan"))
+    abi.groupnorm_act_cuda(xb, gb, bb, [], a, out=yb)
+    ref_b = F.group_norm(F.gelu(xb[:8].double()), 8, gb.double(), bb.double(), 1e-5)
+    r["bf16_fused_max_abs_err_vs_f64_first8"] = (yb[:8].double() - ref_b).abs().max().item()
+    r["bf16_eager_max_abs_err_vs_f64_first8"] = (F.group_norm(F.gelu(xb[:8]), 8, gb, bb, 1e-5).double()
+                                                 - ref_b).abs().max().item()
+    res["model4_gelu_groupnorm"] = r
+    print(json.dumps({"model4_gelu_groupnorm": r}, indent=1), flush=True)
+    del xb, yb, ref_b
+    torch.cuda.empty_cache()
+
+    M, K, C = 1024, 8192, 8192
+    chains = {
+        "m1_leakyrelu_x2": dict(num_groups=512, post="leaky_relu(0.01);mul(2)"),
+        "m2_min_biasadd": dict(num_groups=512, post="add(@0)", reduce="min"),
+        "m3_hardtanh_mish": dict(num_groups=256, pre="add(@0);hardtanh(-1,1);mish"),
+    }
+    variants = [("reg", "reg", None, None)] + [(f"tile_r{n}", None, str(n), None) for n in (2, 4, 8)] + \
+        [("tile_default", None, None, None)]
+    for prec, dt, tf32 in [("tf32", torch.float32, 1), ("bf16", torch.bfloat16, 1)]:
+        xg = torch.rand(M, K, device=dev, generator=g).to(dt)
+        wg = (torch.randn(C, K, device=dev, generator=g) / math.sqrt(K)).to(dt)
+        bg = torch.randn(C, device=dev, generator=g).to(dt)
+        gam = (torch.rand(C, device=dev, generator=g) + 0.5).to(dt)
+        bet = torch.randn(C, device=dev, generator=g).to(dt)
+        e0 = torch.randn(C, device=dev, generator=g).to(dt)
+        z = torch.empty(M, C, device=dev, dtype=dt)
+        rp: dict = {}
+        with matmul_precision(bool(tf32)):
+            rp["cublas_linear_graph_ms"] = time_ms(lambda: torch.addmm(bg, xg, wg.t(), out=z), iters, warmup,
+                                                   graph=True)
+            for name, kw in chains.items():
+                af = attrs("GemmGroupNormAct", allow_tf32=tf32, **kw)
+                ag = attrs("GroupNormAct", **kw)
+                out = torch.empty(catalog.output_shape("GemmGroupNormAct", (M, K), af, (C, K)), device=dev, dtype=dt)
+                out_e = torch.empty(catalog.output_shape("GroupNormAct", (M, C), ag), device=dev, dtype=dt)
+                zz = F.linear(xg, wg, bg)
+                zz = catalog.apply_chain(zz, af.pre, [e0])
+                zz = F.group_norm(zz, kw["num_groups"], gam, bet, 1e-5)
+                want = catalog.apply_reduce(catalog.apply_chain(zz, af.post, [e0]), af.reduce).float()
+                rm: dict = {}
+                for vname, kern, rows, lt_mb in variants:
+                    with env_var("FUSEDOPS_EPI_KERNEL", kern), env_var("FUSEDOPS_EPI_ROWS", rows), \
+                            env_var("FUSEDOPS_LT_WORKSPACE_MB", lt_mb):
+                        fused_g = time_ms(
+                            lambda: abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32, out=out),
+                            iters, warmup, graph=True)
+                        epi = time_ms(lambda: abi.groupnorm_act_cuda(z, gam, bet, [e0], ag, out=out_e), iters,
+                                      warmup, graph=True)
+                        out.fill_(float("nan"))
+                        abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32, out=out)
+                        diff = (out.float() - want).abs().max().item()
+                    rm[vname] = {"fused_graph_ms": round(fused_g, 4), "epilogue_graph_us": round(epi * 1000, 1),
+                                 "fused_over_cublas": round(fused_g / rp["cublas_linear_graph_ms"], 3),
+                                 "max_abs_diff_vs_eager": diff}
+                rp[name] = rm
+        res[f"gemm_{prec}"] = rp
+        print(json.dumps({f"gemm_{prec}": rp}, indent=1), flush=True)
+        del xg, wg, z
+        torch.cuda.empty_cache()
+    return res
+
+
 def profile() -> int:
     """One call of each hot kernel for Nsight Compute: the three GEMM epilogues (1024 x 8192 rows, fp32 and bf16)
     and model 4's GELU+GroupNorm at batch 16 (same group length as batch 128)."""
@@ -233,7 +365,7 @@ def profile() -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("mode", choices=["smoke", "bench", "profile"])
+    p.add_argument("mode", choices=["smoke", "bench", "profile", "ab"])
     p.add_argument("--json", help="write the bench results here")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -245,7 +377,7 @@ def main(argv=None) -> int:
         return smoke()
     if a.mode == "profile":
         return profile()
-    res = bench(a.iters, a.warmup)
+    res = ab(a.iters, a.warmup) if a.mode == "ab" else bench(a.iters, a.warmup)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -216,7 +216,10 @@ def test_nan_in_post_chain_operands_propagates_through_relu_and_clamp():
                                            ((1000, 64), 16, ("", "leaky_relu(0.01);mul(2)", "")),
                                            ((2, 16, 160, 160), 4, ("", "relu", "")),
                                            ((5, 48), 12, ("", "", "min")),
-                                           ((3, 24, 30), 6, ("mish", "add(@0)", "logsumexp"))])
+                                           ((3, 24, 30), 6, ("mish", "add(@0)", "logsumexp")),
+                                           # S % 8 == 4: 8-byte vectors (model 4's 258 x 258 in 16-bit)
+                                           ((2, 16, 130, 130), 4, ("gelu", "", "")),
+                                           ((3, 8, 10, 30), 2, ("gelu", "tanh", ""))])
 def test_16bit_no_worse_than_eager(dtype, shape, G, chain):
     pre, post, reduce = chain
     x32 = torch.randn(*shape, generator=gen(16)) * 3
@@ -236,12 +239,139 @@ def test_16bit_no_worse_than_eager(dtype, shape, G, chain):
     assert err <= 1.5 * err_eager + ULP16[dtype], (err, err_eager)
 
 
+@pytest.mark.parametrize("shape,G,pre,post", [((2, 8, 45, 46), 2, "gelu", "tanh"),  # fused plan
+                                              ((2, 8, 258, 259), 2, "gelu", ""),   # split plan
+                                              ((2, 6, 7, 10), 3, "", "relu")])
+def test_float32_half_width_vectors(shape, G, pre, post):
+    """S % 4 == 2 (float32): 8-byte vectors of 2 instead of the scalar path; results as the float64 reference."""
+    check_gn(shape, G, pre, post, n_extra=0)
+
+
 def test_param_dtype_float32_with_16bit_input():
     x = (torch.randn(2, 16, 50, generator=gen(18)) * 2).to(DEV, torch.bfloat16)
     gamma, beta = params(16, 0, 19)  # float32 params with bf16 X
     a = attrs(num_groups=4, post="silu")
     got = run_gn(x, gamma, beta, [], a)
     assert_close(got, ref_gn(x, gamma, beta, [], a), 2.0**-6)
+
+
+@pytest.fixture
+def set_env(monkeypatch):
+    """Kernel variants are picked from environment variables at launch time (old versions kept for A/B timing)."""
+    def set_(name, value):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    return set_
+
+
+@pytest.mark.parametrize("rows", [None, "1", "3", "16"])
+@pytest.mark.parametrize("shape,G,chain,dtype", [
+    ((1000, 8192), 512, ("", "leaky_relu(0.01);mul(2)", ""), torch.float32),    # model 1 rows, 8 slices
+    ((17, 8192), 512, ("", "add(@0)", "min"), torch.float32),                   # whole-row block, 4 vectors a thread
+    ((5, 4096), 256, ("add(@0);hardtanh(-1,1);mish", "", "max"), torch.float32),  # 2 vectors a thread
+    ((3, 2048), 64, ("", "relu", "sum"), torch.float32),                         # 1 vector a thread
+    ((33, 96), 6, ("add(@0)", "gelu", ""), torch.float32),                        # partial warp, one slice
+    ((1, 8192), 256, ("", "silu", ""), torch.float32),                            # one row
+    ((19, 8192), 512, ("", "add(@0)", "min"), torch.bfloat16),                   # model 2 bf16: 2 vectors a thread
+    ((40, 4096), 256, ("add(@0);hardtanh(-1,1);mish", "", ""), torch.float16),
+])
+def test_column_slice_epilogue_walks_rows(shape, G, chain, dtype, rows, set_env):
+    """The default row epilogue keeps gamma/beta/extra of a column slice in registers and walks `rows` rows (the
+    last row block partial); it must agree with the float64 reference and with the one-row kernel it replaced."""
+    pre, post, reduce = chain
+    set_env("FUSEDOPS_EPI_ROWS", rows)
+    x = (torch.randn(*shape, generator=gen(40)) * 2 + 0.3).to(DEV, dtype)
+    gamma, beta, e0 = params(shape[1], 1, 41, dtype)
+    a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
+    got = run_gn(x, gamma, beta, [e0], a)
+    assert not torch.isnan(got).any(), "NaN left in the output: some element was not written"
+    tol = TOL32 if dtype == torch.float32 else 4 * ULP16[dtype]
+    assert_close(got, ref_gn(x, gamma, beta, [e0], a), tol, f"{shape} {chain} rows={rows}")
+    set_env("FUSEDOPS_EPI_KERNEL", "reg")
+    old = run_gn(x, gamma, beta, [e0], a)
+    torch.testing.assert_close(got, old, rtol=TOL32 if dtype == torch.float32 else 2 * ULP16[dtype],
+                               atol=TOL32 if dtype == torch.float32 else 2 * ULP16[dtype])
+
+
+@pytest.mark.parametrize("shape,G,chain,dtype", [
+    ((2, 16, 160, 160), 4, ("gelu", "", ""), torch.float32),                       # 7 chunks a group
+    ((1, 8, 258, 258), 1, ("", "", ""), torch.float32),                            # batch 1, one group of 33 chunks
+    ((40, 8, 128, 130), 2, ("mul(@0)", "add(@1);tanh", ""), torch.float32),         # 400 tickets: many waves
+    ((3, 64, 66, 66), 8, ("gelu", "", ""), torch.bfloat16),                         # S % 8 == 4: half-width vectors
+    ((2, 8, 129, 131), 2, ("silu", "hardtanh(-1,1)", ""), torch.float16),           # S odd: scalar path
+])
+def test_one_pass_groupnorm_matches_two_pass_and_float64(shape, G, chain, dtype, set_env):
+    """Large groups run in one persistent pass (chunks kept in shared memory, group statistics exchanged through
+    the workspace): same results as the two-pass kernels (FUSEDOPS_GN_ONEPASS=0) and the float64 reference, and
+    identical bits from run to run (the partials are combined in a fixed order, whatever order chunks finish in)."""
+    pre, post, reduce = chain
+    x = (torch.randn(*shape, generator=gen(50)) * 2 + 0.5).to(DEV, dtype)
+    gamma, beta, e0, e1 = params(shape[1], 2, 51, dtype)
+    a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
+    set_env("FUSEDOPS_GN_ONEPASS", None)
+    one = run_gn(x, gamma, beta, [e0, e1], a)
+    again = run_gn(x, gamma, beta, [e0, e1], a)
+    set_env("FUSEDOPS_GN_ONEPASS", "0")
+    two = run_gn(x, gamma, beta, [e0, e1], a)
+    assert not torch.isnan(one).any(), "NaN left in the output: some element was not written"
+    assert torch.equal(one, again), "one-pass results differ between runs"
+    want = ref_gn(x, gamma, beta, [e0, e1], a)
+    tol = TOL32 if dtype == torch.float32 else 2 * ULP16[dtype]
+    assert_close(one, want, tol, f"one-pass {shape}")
+    torch.testing.assert_close(one, two, rtol=tol, atol=tol)
+
+
+def test_one_pass_on_two_streams_at_once():
+    """Two one-pass launches in flight on two streams use their own workspaces (counters, tickets): both right."""
+    xs = [(torch.randn(4, 16, 128, 128, generator=gen(52 + i)) * 3).to(DEV) for i in range(2)]
+    gamma, beta = params(16, 0, 54)
+    a = attrs(num_groups=4, pre="gelu")
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [poisoned(tuple(x.shape), x.dtype) for x in xs]
+    torch.cuda.synchronize()
+    for _ in range(5):
+        for x, out, st in zip(xs, outs, streams):
+            abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=out, stream=st)
+    torch.cuda.synchronize()
+    for x, out in zip(xs, outs):
+        assert_close(out, ref_gn(x, gamma, beta, [], a), TOL32, "two streams")
+
+
+def test_fast_gelu_matches_erff_gelu_and_float64(set_env):
+    """Model 4's GELU pre chain runs gelu_fast (polynomial + ex2) by default; FUSEDOPS_GELU=erff the erff form. Both
+    against float64 at 1e-4 and each other at 1e-5 (split and fused layouts), on data reaching |x| = 12."""
+    for shape, G in [((2, 16, 130, 130), 2), ((3, 16, 9, 11), 4)]:
+        x = (torch.randn(*shape, generator=gen(42)) * 3).to(DEV)
+        x.view(-1)[:50] = torch.linspace(-12, 12, 50, device=DEV)
+        gamma, beta = params(shape[1], 0, 43)
+        a = attrs(num_groups=G, pre="gelu")
+        set_env("FUSEDOPS_GELU", None)
+        fast = run_gn(x, gamma, beta, [], a)
+        set_env("FUSEDOPS_GELU", "erff")
+        old = run_gn(x, gamma, beta, [], a)
+        want = ref_gn(x, gamma, beta, [], a)
+        assert_close(fast, want, TOL32, f"fast {shape}")
+        assert_close(old, want, TOL32, f"erff {shape}")
+        torch.testing.assert_close(fast, old, rtol=1e-5, atol=1e-5)
+
+
+def test_fast_gelu_propagates_nan_and_inf_like_pytorch():
+    """GELU(+inf) = inf, GELU(-inf) = NaN (inf * 0 in PyTorch's formula), GELU(NaN) = NaN: the affected group."""
+    x = torch.randn(4, 32, 4000, generator=gen(44))
+    x[0, 3, 7] = float("nan")
+    x[1, 9, 100] = float("inf")
+    x[2, 20, 5] = float("-inf")
+    x = x.to(DEV)
+    gamma, beta = params(32, 0, 45)
+    for post in ["", "hardtanh(-1,1)"]:
+        a = attrs(num_groups=4, pre="gelu", post=post)
+        got = run_gn(x, gamma, beta, [], a).cpu().double()
+        want = ref_gn(x, gamma, beta, [], a)
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), f"NaN pattern differs (post={post!r})"
+        assert torch.equal(torch.isinf(got), torch.isinf(want)), f"Inf pattern differs (post={post!r})"
+        assert_close(got, want, TOL32, post)
 
 
 def test_runs_on_a_side_stream_and_allocates_output():

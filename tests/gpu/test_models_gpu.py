@@ -336,6 +336,31 @@ def test_model4_no_output_sized_intermediate():
     assert extra < 1.1 * out_bytes, f"peak extra {extra / 2**20:.1f} MiB for a {out_bytes / 2**20:.1f} MiB output"
 
 
+@pytest.mark.skipif(os.environ.get("FUSEDOPS_SKIP_MEMORY_TEST") == "1", reason="FUSEDOPS_SKIP_MEMORY_TEST=1")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemm_op_no_output_sized_intermediate(dtype):
+    """Without a reduction the GEMM writes into the output and the epilogue runs in place: the call allocates its
+    output plus cuBLASLt's workspace (4 MiB), never a second (M, C) buffer. At model 1's bench shape."""
+    M, K, C = 1024, 8192, 8192
+    x = torch.rand(M, K, generator=_gen(18)).to("cuda", dtype)
+    w = (torch.randn(C, K, generator=_gen(19)) / 90).to("cuda", dtype)
+    gamma, beta = (t.to(dtype) for t in _params(C, 0, seed=18))
+    b = torch.zeros(C, device="cuda", dtype=dtype)
+
+    def call():
+        return torch_ops.gemm_group_norm_act(x, w, b, gamma, beta, [], 512, 1e-5, "", "leaky_relu(0.01);mul(2)")
+
+    call()  # warm-up (library load, cuBLASLt handle and heuristic)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    y = call()
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    out_bytes = y.numel() * y.element_size()
+    assert extra <= out_bytes + (5 << 20), f"peak extra {extra / 2**20:.1f} MiB for a {out_bytes / 2**20:.1f} MiB output"
+
+
 @pytest.mark.parametrize("key", KEYS)
 def test_model_in_a_cuda_graph(key):
     """The ops allocate through PyTorch's allocator and never synchronise, so a CUDA graph can capture them."""

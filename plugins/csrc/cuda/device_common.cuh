@@ -80,7 +80,13 @@ __device__ __forceinline__ float apply_step(int32_t op, float x, float v, float 
       t = t < 0.f ? 0.f : (t > 6.f ? 6.f : t);
       return x * t / 6.f;
     }
-    case FUSEDOPS_STEP_MISH: return x * tanhf(softplus_f(x, 1.f, 20.f));
+    case FUSEDOPS_STEP_MISH: {
+      // x * tanh(softplus(x)) with one exp, as the CPU kernels: tanh(log1p(e)) = n / (n + 2), n = e (e + 2). Above
+      // PyTorch's softplus threshold (20) softplus(x) = x and tanh(x) rounds to 1: mish = x (and no inf / inf).
+      const float e = expf(x);
+      const float n = e * (e + 2.f);
+      return x > 20.f ? x : x * __fdividef(n, n + 2.f);
+    }
     case FUSEDOPS_STEP_SOFTPLUS: return softplus_f(x, a, b);
     case FUSEDOPS_STEP_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
     case FUSEDOPS_STEP_GELU_TANH: {
@@ -90,6 +96,33 @@ __device__ __forceinline__ float apply_step(int32_t op, float x, float v, float 
     }
     default: return __int_as_float(0x7fffffff);  // unreachable: descriptors are checked on the host
   }
+}
+
+// GELU(x) = x * Phi(x) without erff: E = erfc(|x| / sqrt 2) = 2^q(|x|), q a degree-9 polynomial fitted (weighted
+// minimax, float64) to log2(erfc(t / sqrt 2)) - (-t^2 / (2 ln 2)) on [0, 5.75]; then GELU = x (1 - E / 2) (x > 0) or
+// x E / 2 (x <= 0). One polynomial, one ex2, no branch and no select chain (erff evaluates two polynomials and an
+// exp). Absolute error of E <= 5.5e-8 in float32 (plus ex2.approx's 2 ulp), so GELU is within ~2 ulp of the erff form
+// (docs/kernels.md has the measured sweep). Beyond |x| = 5.75, E < 1e-8 is taken as 0: x (x > 0) or -0 / NaN for
+// -inf (as PyTorch's 0.5 x (1 + erf) gives). NaN propagates through x.
+__device__ __forceinline__ float gelu_fast(float x) {
+  const float a = fabsf(x);
+  const float t = fminf(a, 5.75f);
+  float r = 5.068107498e-07f;
+  r = fmaf(r, t, -9.472262718e-06f);
+  r = fmaf(r, t, 7.444982475e-05f);
+  r = fmaf(r, t, -2.826888813e-04f);
+  r = fmaf(r, t, 1.196350149e-05f);
+  r = fmaf(r, t, 6.934352685e-03f);
+  r = fmaf(r, t, -5.243672431e-02f);
+  r = fmaf(r, t, 2.621266842e-01f);
+  r = fmaf(r, t, -1.151104331e+00f);
+  r = fmaf(r, t, 3.112609503e-09f);
+  const float q = fmaf(t * t, -0.72134752044448170f, r);  // log2(erfc(t / sqrt 2)), in [-27, 0]
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(q));
+  e = a < 5.75f ? e : 0.f;
+  const float half_e = 0.5f * e;
+  return x * (x > 0.f ? 1.f - half_e : half_e);  // +inf -> inf, -inf -> NaN (inf * 0), as the erff form
 }
 
 // Per-channel operands of a chain: extras[k] (C elements each) in param dtype.

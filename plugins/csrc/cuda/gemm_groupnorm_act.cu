@@ -1,10 +1,14 @@
-// GemmGroupNormAct on CUDA: D = X · Wᵀ (+ bias) by cuBLASLt into the workspace, then ONE epilogue kernel
-// (gn_row_kernel, one block per row) that reads D once: bias (when cuBLASLt did not add it), pre, GroupNorm per row,
-// post, and the optional channel reduction (which writes only (M, 1)).
+// GemmGroupNormAct on CUDA: D = X · Wᵀ (+ bias) by cuBLASLt, then ONE epilogue kernel that reads D once: bias (when
+// cuBLASLt did not add it), pre, GroupNorm per row, post, and the optional channel reduction (which writes only
+// (M, 1)). Without a reduction D is Y itself and the epilogue runs in place (every epilogue kernel reads each element
+// before the thread that owns it writes it, and no block reads another block's elements), so no (M, C) intermediate
+// exists beside the output; with a reduction D lives in the workspace.
 //
 // Process-wide state (allowed by the ABI): per device, a lazily created cuBLASLt handle; per (device, shape, dtype,
 // mode, alignment) the algorithm cuBLASLt's heuristic chose. Both live behind one mutex and are never freed.
 #include <cublasLt.h>
+
+#include <stdlib.h>
 
 #include <map>
 #include <mutex>
@@ -17,8 +21,18 @@ namespace fusedops {
 namespace cuda {
 namespace {
 
-constexpr size_t kLtWorkspace = size_t(32) << 20;  // cuBLASLt's recommended workspace on Hopper
 constexpr size_t kAlign = 256;
+
+// cuBLASLt's workspace cap: 4 MiB by default (the reference GEMMs, 1024 x 8192 x 8192, need no split-K workspace, and
+// 32 MiB per call would be the op's largest allocation); FUSEDOPS_LT_WORKSPACE_MB=<n> overrides it for measurements.
+size_t lt_workspace_bytes() {
+  if (const char* env = getenv("FUSEDOPS_LT_WORKSPACE_MB")) {
+    const long mb = atol(env);
+    if (mb >= 0 && mb <= 1024) return size_t(mb) << 20;
+  }
+  return size_t(4) << 20;
+}
+bool d_in_output(const fusedops_gemm_desc& g) { return g.gn.reduce == FUSEDOPS_REDUCE_NONE; }
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 size_t elem_size(int32_t dt) { return dt == FUSEDOPS_F32 ? 4 : 2; }
@@ -53,7 +67,7 @@ uint32_t pointer_alignment(const void* p) {
 }
 
 using AlgoKey = std::tuple<int, int64_t, int64_t, int64_t, int32_t, int32_t, int32_t, int32_t, uint32_t, uint32_t,
-                           uint32_t, uint32_t>;
+                           uint32_t, uint32_t, size_t>;
 struct AlgoEntry {
   bool found;
   cublasLtMatmulAlgo_t algo;
@@ -137,12 +151,12 @@ cublasStatus_t make_descs(const fusedops_gemm_desc& g, bool bias_epilogue, const
 
 // Finds (or recalls) the algorithm for this problem. Returns SUCCESS with found=false when the heuristic has none.
 cublasStatus_t choose_algo(cublasLtHandle_t h, int device, const fusedops_gemm_desc& g, bool bias_epilogue,
-                           const void* x, const void* w, const void* bias, const void* dbuf, LtDescs& ds,
-                           AlgoEntry* out, const char** what) {
+                           const void* x, const void* w, const void* bias, const void* dbuf, size_t lt_ws,
+                           LtDescs& ds, AlgoEntry* out, const char** what) {
   const uint32_t al_a = pointer_alignment(w), al_b = pointer_alignment(x), al_d = pointer_alignment(dbuf);
   const uint32_t al_bias = bias_epilogue ? pointer_alignment(bias) : 256;
   const AlgoKey key{device, g.gn.N, g.gn.C, g.K, g.gn.x_dtype, g.gn.param_dtype, g.trans_b * 2 + g.allow_tf32,
-                    int32_t(bias_epilogue), al_a, al_b, al_d, al_bias};
+                    int32_t(bias_epilogue), al_a, al_b, al_d, al_bias, lt_ws};
   LtState& st = lt_state();
   {
     std::lock_guard<std::mutex> lock(st.mu);
@@ -153,9 +167,8 @@ cublasStatus_t choose_algo(cublasLtHandle_t h, int device, const fusedops_gemm_d
     }
   }
   FUSEDOPS_LT(cublasLtMatmulPreferenceCreate(&ds.pref));
-  const size_t ws = kLtWorkspace;
-  FUSEDOPS_LT(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                   sizeof(ws)));
+  FUSEDOPS_LT(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws,
+                                                   sizeof(lt_ws)));
   FUSEDOPS_LT(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
                                                    sizeof(al_a)));
   FUSEDOPS_LT(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
@@ -183,13 +196,14 @@ cublasStatus_t choose_algo(cublasLtHandle_t h, int device, const fusedops_gemm_d
 }
 
 struct WorkspaceLayout {
-  size_t lt_offset, d_offset, gn_offset, total;
+  size_t lt_bytes, lt_offset, d_offset, gn_offset, total;
 };
 WorkspaceLayout layout_workspace(const fusedops_gemm_desc& g) {
   WorkspaceLayout l;
+  l.lt_bytes = lt_workspace_bytes();
   l.lt_offset = 0;
-  l.d_offset = kLtWorkspace;
-  const size_t d_bytes = size_t(g.gn.N) * size_t(g.gn.C) * elem_size(g.gn.x_dtype);
+  l.d_offset = align_up(l.lt_bytes, kAlign);
+  const size_t d_bytes = d_in_output(g) ? 0 : size_t(g.gn.N) * size_t(g.gn.C) * elem_size(g.gn.x_dtype);
   l.gn_offset = l.d_offset + align_up(d_bytes, kAlign);
   l.total = kAlign /* caller pointer alignment slack */ + l.gn_offset + plan_groupnorm(g.gn).workspace;
   return l;
@@ -238,7 +252,7 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_cuda(const fusedops_gemm_desc* d, c
                      workspace ? workspace_size : size_t(0), wl.total);
   char* ws = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace), kAlign));
   void* lt_ws = ws + wl.lt_offset;
-  void* dbuf = ws + wl.d_offset;
+  void* dbuf = d_in_output(*d) ? y : ws + wl.d_offset;
   void* gn_ws = ws + wl.gn_offset;
   const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
 
@@ -260,14 +274,15 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_cuda(const fusedops_gemm_desc* d, c
   LtDescs* ds = &descs_fused;
   if (bias_in_gemm) {
     ls = make_descs(*d, true, bias, descs_fused, &what);
-    if (ls == CUBLAS_STATUS_SUCCESS) ls = choose_algo(h, device, *d, true, x, w, bias, dbuf, descs_fused, &algo, &what);
+    if (ls == CUBLAS_STATUS_SUCCESS)
+      ls = choose_algo(h, device, *d, true, x, w, bias, dbuf, wl.lt_bytes, descs_fused, &algo, &what);
     if (ls != CUBLAS_STATUS_SUCCESS || !algo.found) bias_in_gemm = false;
   }
   if (!bias_in_gemm) {
     ds = &descs_plain;
     ls = make_descs(*d, false, nullptr, descs_plain, &what);
     if (ls == CUBLAS_STATUS_SUCCESS)
-      ls = choose_algo(h, device, *d, false, x, w, nullptr, dbuf, descs_plain, &algo, &what);
+      ls = choose_algo(h, device, *d, false, x, w, nullptr, dbuf, wl.lt_bytes, descs_plain, &algo, &what);
     if (ls != CUBLAS_STATUS_SUCCESS)
       return set_error(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: %s: %s", what, status_name(ls));
     if (!algo.found)
@@ -277,7 +292,7 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_cuda(const fusedops_gemm_desc* d, c
   }
   const float alpha = 1.f, beta0 = 0.f;
   ls = cublasLtMatmul(h, ds->op, &alpha, w, ds->a, x, ds->b, &beta0, dbuf, ds->d, dbuf, ds->d, &algo.algo, lt_ws,
-                      kLtWorkspace, s);
+                      wl.lt_bytes, s);
   if (ls != CUBLAS_STATUS_SUCCESS)
     return set_error(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: cublasLtMatmul: %s",
                      status_name(ls));

@@ -8,11 +8,17 @@
 //                       STATS + APPLY (P > 1): per-chunk (n, mean, M2) partials to the workspace, then an apply pass
 //                       whose blocks combine their group's P partials with Chan's formula.
 //                       X is read twice, Y written once.
+//  - gn_onepass_kernel  the SPLIT case in one persistent launch that reads X once: each block takes the next chunk
+//                       (an atomic ticket, so chunks start in group order), keeps pre(x) of it in shared memory,
+//                       publishes its partial statistics, waits until all chunks of its group have, then normalises
+//                       from shared memory. Used when the device keeps more resident blocks than a group has chunks
+//                       (then the wait cannot deadlock: see the kernel); otherwise STATS + APPLY run.
 //  - reduce over C with S > 1: STATS, gn_finalize_kernel ((mean, rstd) per group), gn_reduce_kernel (one thread per
 //                       spatial position looping over channels; the normalised (N, C, S) tensor is never written).
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <algorithm>
 
@@ -53,6 +59,7 @@ struct GnParams {
   FastDiv div_cg;  // channel -> group (divides by C / G)
   Welford* partials;  // [N*G][P]
   float2* stats;      // [N*G] (mean, rstd), reduce path
+  unsigned* arrived;  // one-pass: [N*G] chunks of each group whose partial is published, then the ticket counter
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -60,7 +67,9 @@ struct GnParams {
 enum GroupMode { MODE_STATS = 0, MODE_APPLY = 1, MODE_FUSED = 2 };
 // How the pre chain is applied: interpreted (any chain), none, or GELU inlined (model 4's ConvTranspose->GELU->GN,
 // where the chain runs twice per element and its cost decides whether the kernel stays memory-bound).
-enum PreKind { PRE_CHAIN = 0, PRE_NONE = 1, PRE_GELU = 2 };
+// PRE_GELU_FAST is the same GELU through gelu_fast (one polynomial + ex2; see device_common.cuh), the default;
+// FUSEDOPS_GELU=erff selects PRE_GELU (erff) for A/B measurements.
+enum PreKind { PRE_CHAIN = 0, PRE_NONE = 1, PRE_GELU = 2, PRE_GELU_FAST = 3 };
 
 template <int VEC, int PRE>
 __device__ __forceinline__ void pre_transform(const GnParams& p, float (&v)[VEC], int64_t c) {
@@ -72,6 +81,9 @@ __device__ __forceinline__ void pre_transform(const GnParams& p, float (&v)[VEC]
   if (PRE == PRE_GELU) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v[j] = apply_step(FUSEDOPS_STEP_GELU, v[j], 0.f, 0.f, 0.f);
+  } else if (PRE == PRE_GELU_FAST) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = gelu_fast(v[j]);
   } else if (PRE == PRE_CHAIN) {
     apply_chain<VEC, false>(&p.pre, v, c, &p.ex, p.param_dtype);
   }
@@ -148,6 +160,113 @@ __global__ void __launch_bounds__(kBlock) gn_group_kernel(const __grid_constant_
         store_vec<T, VEC>(y + iv * VEC, v[u]);
       }
     }
+  }
+}
+
+// One pass over X for large groups (model 4: 1024 groups x 33 chunks of 16K elements). Deadlock freedom: a block takes
+// a ticket only when it runs, tickets are taken in order, and a block waits only for the chunks of its own group. If
+// every running block were waiting, the lowest waiting group would miss a chunk whose ticket nobody has taken; all
+// waiting blocks then hold tickets between that group's first chunk and that missing one, i.e. fewer than P of
+// them. So as long as more than P blocks can run at once (checked at launch with the occupancy calculator), some
+// block always progresses.
+constexpr int kOnepassMaxChunk = 16384;  // floats of shared memory a block (64 KiB: 3 blocks an SM on sm_90)
+
+// One-pass workspace: per-group arrival counts and the ticket counter (zeroed before each launch), then partials.
+size_t onepass_partials_offset(int64_t groups) { return align_up(size_t(groups + 1) * sizeof(unsigned), kAlign); }
+
+template <int VEC>
+__device__ __forceinline__ void smem_store(float* p, const float (&v)[VEC]) {
+  if constexpr (VEC % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += 4)
+      *reinterpret_cast<float4*>(p + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+  } else if constexpr (VEC == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  } else {
+    p[0] = v[0];
+  }
+}
+template <int VEC>
+__device__ __forceinline__ void smem_load(const float* p, float (&v)[VEC]) {
+  if constexpr (VEC % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += 4) {
+      const float4 q = *reinterpret_cast<const float4*>(p + j);
+      v[j] = q.x, v[j + 1] = q.y, v[j + 2] = q.z, v[j + 3] = q.w;
+    }
+  } else if constexpr (VEC == 2) {
+    const float2 q = *reinterpret_cast<const float2*>(p);
+    v[0] = q.x, v[1] = q.y;
+  } else {
+    v[0] = p[0];
+  }
+}
+
+template <typename T, int VEC, int PRE>
+__global__ void __launch_bounds__(kBlock) gn_onepass_kernel(const __grid_constant__ GnParams p, uint32_t tickets) {
+  extern __shared__ float4 cache_f4[];
+  float* cache = reinterpret_cast<float*>(cache_f4);
+  __shared__ uint32_t ticket;
+  unsigned* const next_ticket = p.arrived + p.N * p.G;
+  for (;;) {
+    if (threadIdx.x == 0) ticket = atomicAdd(next_ticket, 1u);
+    __syncthreads();
+    const uint32_t t = ticket;
+    if (t >= tickets) return;  // uniform
+    const int64_t gi = t / uint32_t(p.P), chunk_idx = t % uint32_t(p.P);
+    const int64_t c0 = (gi % p.G) * p.Cg, base = gi * p.L;
+    const int64_t start = chunk_idx * p.chunk, end = min(p.L, start + p.chunk);
+    const int64_t vstart = start / VEC, vend = end / VEC;
+    const T* x = static_cast<const T*>(p.x) + base;
+
+    Welford w{0.f, 0.f, 0.f};
+    for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
+      float v[kUnroll][VEC];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t iv = it + int64_t(u) * blockDim.x;
+        if (iv < vend) load_vec<T, VEC>(x + iv * VEC, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t iv = it + int64_t(u) * blockDim.x;
+        if (iv < vend) {
+          pre_transform<VEC, PRE>(p, v[u], c0 + p.div_sv.div(uint32_t(iv)));
+          welford_add_vec<VEC>(w, v[u]);
+          smem_store<VEC>(cache + (iv - vstart) * VEC, v[u]);
+        }
+      }
+    }
+    w = block_welford(w);
+    if (threadIdx.x == 0) {
+      p.partials[gi * p.P + chunk_idx] = w;
+      __threadfence();  // the partial is visible device-wide before the count that announces it
+      atomicAdd(p.arrived + gi, 1u);
+      while (*reinterpret_cast<volatile unsigned*>(p.arrived + gi) < unsigned(p.P)) __nanosleep(64);
+      __threadfence();
+    }
+    __syncthreads();
+    Welford g{0.f, 0.f, 0.f};
+    for (int i = threadIdx.x; i < p.P; i += blockDim.x) {
+      const Welford* src = p.partials + gi * p.P + i;  // written by other SMs: read through L2, never a stale L1 line
+      g = welford_combine(g, Welford{__ldcg(&src->n), __ldcg(&src->mean), __ldcg(&src->m2)});
+    }
+    g = block_welford(g);
+    const float mean = g.mean, rstd = rsqrtf(g.m2 / g.n + p.eps);
+
+    T* y = static_cast<T*>(p.y) + base;
+    for (int64_t iv = vstart + threadIdx.x; iv < vend; iv += blockDim.x) {
+      float v[VEC];
+      smem_load<VEC>(cache + (iv - vstart) * VEC, v);
+      const int64_t c = c0 + p.div_sv.div(uint32_t(iv));
+      const float scale = rstd * load_param(p.gamma, p.param_dtype, c);
+      const float b = load_param(p.beta, p.param_dtype, c);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = (v[j] - mean) * scale + b;
+      apply_chain<VEC, false>(&p.post, v, c, &p.ex, p.param_dtype);
+      store_vec<T, VEC>(y + iv * VEC, v);
+    }
+    __syncthreads();  // the cache and the ticket are reused by the next chunk
   }
 }
 
@@ -382,6 +501,139 @@ __global__ void __launch_bounds__(kRegMaxThreads) gn_row_reg_kernel(const __grid
   }
 }
 
+
+// S == 1, same group shapes as gn_row_reg_kernel, but a block keeps one column slice and walks `rows` rows: gamma,
+// beta and the one per-channel extra are loaded into registers once per block instead of once per row (the register
+// kernel re-read them from L2 for every (row, slice): 3x the bytes of D itself). Each thread holds KV vectors of its
+// columns (KV > 1 only for a channel reduction, which needs the whole row in one block of at most 512 threads); the
+// next rows are prefetched kTileDepth deep. NEX: 0 or 1 extra input.
+constexpr int kTileDepth = 2;
+constexpr int kTileMaxRows = 16;  // bounds the reduction partials in shared memory
+constexpr int kTileDefaultRows = 8;
+
+template <int VEC, int NEX>
+__device__ __forceinline__ void apply_chain_regs(const fusedops_chain& ch, float (&x)[VEC], const float (&e0)[VEC]) {
+  const int n = ch.num_steps;
+  for (int i = 0; i < n; ++i) {
+    const fusedops_step s = ch.steps[i];
+    const bool per_channel = NEX > 0 && s.operand >= 0;  // with NEX == 1 the operand can only be extra 0
+#pragma unroll
+    for (int q = 0; q < VEC; q += 4) {
+      const float4 v = per_channel ? make_float4(e0[q], e0[q + 1], e0[q + 2], e0[q + 3])
+                                   : make_float4(s.a, s.a, s.a, s.a);
+      const float4 r = apply_step4(s, make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]), v);
+      x[q] = r.x, x[q + 1] = r.y, x[q + 2] = r.z, x[q + 3] = r.w;
+    }
+  }
+}
+
+// MAXT: 256 for the sliced launch, 512 for a whole-row block (channel reduction); either leaves >= 128 registers.
+template <typename T, int VEC, int KV, int NEX, int MAXT>
+__global__ void __launch_bounds__(MAXT) gn_row_tile_kernel(const __grid_constant__ GnParams p, int lpg,
+                                                                    int slices, int rows) {
+  const int64_t row0 = int64_t(blockIdx.x / slices) * rows;
+  const int nrows = int(min(int64_t(rows), p.N - row0));
+  const int64_t first = int64_t(blockIdx.x % slices) * blockDim.x * KV;  // first vector of this slice
+  const int64_t nvec = p.C / VEC;
+  const int lane = threadIdx.x & 31;
+  const float inv_cg = 1.f / float(p.Cg);
+  const T* x = static_cast<const T*>(p.x);
+
+  float ga[KV][VEC], be[KV][VEC], e0[KV][VEC];
+  bool in[KV], warp_in[KV];
+#pragma unroll
+  for (int k = 0; k < KV; ++k) {
+    const int64_t iv = first + threadIdx.x + int64_t(k) * blockDim.x;
+    in[k] = iv < nvec;
+    warp_in[k] = iv - lane < nvec;  // uniform per warp (the shuffles need all lanes); groups are all in or all out
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) ga[k][j] = be[k][j] = e0[k][j] = 0.f;
+    if (in[k]) {
+      load_params_vec<VEC>(p.gamma, p.param_dtype, iv * VEC, ga[k]);
+      load_params_vec<VEC>(p.beta, p.param_dtype, iv * VEC, be[k]);
+      if (NEX > 0) load_params_vec<VEC>(p.ex.p[0], p.param_dtype, iv * VEC, e0[k]);
+    }
+  }
+  // Prefetch ring: buf[d] holds row (r + d); shifted with constant indices so it stays in registers.
+  Vals<VEC> buf[kTileDepth][KV];
+#pragma unroll
+  for (int d = 0; d < kTileDepth; ++d)
+#pragma unroll
+    for (int k = 0; k < KV; ++k) {
+      const int64_t iv = first + threadIdx.x + int64_t(k) * blockDim.x;
+      if (d < nrows && in[k]) load_vec<T, VEC>(x + (row0 + d) * p.C + iv * VEC, buf[d][k].v);
+    }
+
+  __shared__ RedState part[kTileMaxRows][32];
+  const bool reduce = p.reduce != FUSEDOPS_REDUCE_NONE;
+#pragma unroll 1  // one copy of the row body (and of its inlined chain interpreters) per KV
+  for (int r = 0; r < nrows; ++r) {
+    const int64_t row = row0 + r;
+    Vals<VEC> cur[KV];
+#pragma unroll
+    for (int k = 0; k < KV; ++k) {
+      cur[k] = buf[0][k];
+#pragma unroll
+      for (int d = 0; d + 1 < kTileDepth; ++d) buf[d][k] = buf[d + 1][k];
+      const int64_t iv = first + threadIdx.x + int64_t(k) * blockDim.x;
+      if (r + kTileDepth < nrows && in[k])
+        load_vec<T, VEC>(x + (row + kTileDepth) * p.C + iv * VEC, buf[kTileDepth - 1][k].v);
+    }
+    RedState red = red_init(p.reduce);
+#pragma unroll
+    for (int k = 0; k < KV; ++k) {
+      if (!warp_in[k]) continue;
+      float(&v)[VEC] = cur[k].v;
+      const int64_t c0 = (first + threadIdx.x + int64_t(k) * blockDim.x) * VEC;
+      if (in[k]) {
+        if (p.bias) {  // rare (cuBLASLt usually adds it): read per row from L1 rather than held in registers
+          float bi[VEC];
+          load_params_vec<VEC>(p.bias, p.param_dtype, c0, bi);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[j] += bi[j];
+        }
+        apply_chain_regs<VEC, NEX>(p.pre, v, e0[k]);
+      }
+      float sum = 0.f;
+      if (in[k])
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) sum += v[j];
+      for (int o = 1; o < lpg; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      const float mean = sum * inv_cg;
+      float m2 = 0.f;
+      if (in[k])
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) m2 += (v[j] - mean) * (v[j] - mean);
+      for (int o = 1; o < lpg; o <<= 1) m2 += __shfl_xor_sync(0xffffffffu, m2, o);
+      const float rstd = rsqrtf(m2 * inv_cg + p.eps);
+      if (in[k]) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[j] = (v[j] - mean) * (rstd * ga[k][j]) + be[k][j];
+        apply_chain_regs<VEC, NEX>(p.post, v, e0[k]);
+        if (!reduce) {
+          store_vec<T, VEC>(static_cast<T*>(p.y) + row * p.C + c0, v);
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) red = red_combine(p.reduce, red, red_value(p.reduce, v[j]));
+        }
+      }
+    }
+    if (reduce) {  // per-warp partial of this row; combined after the loop (one barrier per block, not per row)
+      red = warp_red(p.reduce, red);
+      if (lane == 0) part[r][threadIdx.x >> 5] = red;
+    }
+  }
+  if (reduce) {
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, nw = int(blockDim.x >> 5);
+    for (int r = warp; r < nrows; r += nw) {
+      RedState red = lane < nw ? part[r][lane] : red_init(p.reduce);
+      red = warp_red(p.reduce, red);
+      if (lane == 0) static_cast<T*>(p.y)[row0 + r] = from_float<T>(red_finish(p.reduce, red, p.C));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 bool aligned(const void* ptr, size_t bytes) { return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
@@ -404,6 +656,104 @@ int64_t split_wave_groups(const GnPlan& plan, const fusedops_groupnorm_desc& d, 
   return std::max<int64_t>(1, std::min(wave, groups));
 }
 
+// Rows a block of the column-slice epilogue walks: FUSEDOPS_EPI_ROWS=<1..16> for measurements; by default enough
+// rows to amortise the parameter loads while keeping about one full wave of blocks on the device (resident blocks
+// from the occupancy calculator: the whole-row reduction kernels hold 1 block an SM, the sliced ones several).
+template <typename K>
+int tile_rows(int64_t N, int64_t slices, int64_t threads, K kernel) {
+  if (const char* env = getenv("FUSEDOPS_EPI_ROWS")) {
+    const int r = atoi(env);
+    if (r >= 1) return std::min(r, kTileMaxRows);
+  }
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                               cudaSuccess || sms <= 0) {
+    cudaGetLastError();  // clear: an unanswered query is not an error of this call
+    sms = 132;
+  }
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), 0) != cudaSuccess || per_sm <= 0) {
+    cudaGetLastError();
+    per_sm = int(std::max<int64_t>(1, 2048 / threads));
+  }
+  // Rounded up, so the blocks fit in one wave: rounding down gave model 2's whole-row reduction 147 blocks of 7 rows
+  // for 132 resident slots (two waves, 62 us) where 128 blocks of 8 take 37 us (H200, 2026-11-23).
+  const int64_t resident = int64_t(sms) * per_sm;
+  return int(std::max<int64_t>(1, std::min<int64_t>(kTileDefaultRows, ceil_div(N * slices, resident))));
+}
+
+using GroupKernel = void (*)(const GnParams);
+
+// The split/fused kernel for a vector width and pre kind. Vector paths have the PRE_* specialisations; the scalar
+// path (misaligned, or S odd) interprets any chain.
+template <typename T, int VEC, int MODE>
+GroupKernel group_kernel_pre(int pre_kind) {
+  switch (pre_kind) {
+    case PRE_NONE: return gn_group_kernel<T, VEC, MODE, PRE_NONE>;
+    case PRE_GELU: return gn_group_kernel<T, VEC, MODE, PRE_GELU>;
+    case PRE_GELU_FAST: return gn_group_kernel<T, VEC, MODE, PRE_GELU_FAST>;
+    default: return gn_group_kernel<T, VEC, MODE, PRE_CHAIN>;
+  }
+}
+
+template <typename T, int MODE>
+GroupKernel group_kernel(int vec_n, int pre_kind) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (vec_n == kVec) return group_kernel_pre<T, kVec, MODE>(pre_kind);
+  if (vec_n == kVec / 2) return group_kernel_pre<T, kVec / 2, MODE>(pre_kind);
+  return gn_group_kernel<T, 1, MODE, PRE_CHAIN>;
+}
+
+using OnepassKernel = void (*)(const GnParams, uint32_t);
+
+template <typename T, int VEC>
+OnepassKernel onepass_kernel_pre(int pre_kind) {
+  switch (pre_kind) {
+    case PRE_NONE: return gn_onepass_kernel<T, VEC, PRE_NONE>;
+    case PRE_GELU: return gn_onepass_kernel<T, VEC, PRE_GELU>;
+    case PRE_GELU_FAST: return gn_onepass_kernel<T, VEC, PRE_GELU_FAST>;
+    default: return gn_onepass_kernel<T, VEC, PRE_CHAIN>;
+  }
+}
+template <typename T>
+OnepassKernel onepass_kernel(int vec_n, int pre_kind) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (vec_n == kVec) return onepass_kernel_pre<T, kVec>(pre_kind);
+  if (vec_n == kVec / 2) return onepass_kernel_pre<T, kVec / 2>(pre_kind);
+  return gn_onepass_kernel<T, 1, PRE_CHAIN>;
+}
+
+// Launches the one-pass kernel when the device keeps at least twice as many of its blocks resident as a group has
+// chunks (see gn_onepass_kernel); returns false (nothing enqueued) otherwise. FUSEDOPS_GN_ONEPASS=0 disables it.
+template <typename T>
+bool launch_onepass(const GnLaunch& a, const GnPlan& plan, GnParams p, int vec_n, int pre_kind, cudaError_t* err) {
+  const char* env = getenv("FUSEDOPS_GN_ONEPASS");
+  if (plan.onepass_chunks < 1 || (env && strcmp(env, "0") == 0)) return false;
+  const OnepassKernel kernel = onepass_kernel<T>(vec_n, pre_kind);
+  const size_t smem = size_t(plan.onepass_chunk) * sizeof(float);
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, smem) != cudaSuccess) {
+    cudaGetLastError();  // clear: the two-pass path still runs
+    return false;
+  }
+  const int64_t resident = int64_t(sms) * per_sm;
+  if (resident < 2 * plan.onepass_chunks) return false;
+  const int64_t groups = a.d->N * a.d->num_groups;
+  char* ws = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(a.workspace), kAlign));
+  p.arrived = reinterpret_cast<unsigned*>(ws);
+  p.partials = reinterpret_cast<Welford*>(ws + onepass_partials_offset(groups));
+  p.chunk = plan.onepass_chunk;
+  p.P = int32_t(plan.onepass_chunks);
+  const uint32_t tickets = uint32_t(groups * plan.onepass_chunks);
+  *err = cudaMemsetAsync(p.arrived, 0, size_t(groups + 1) * sizeof(unsigned), a.stream);
+  if (*err != cudaSuccess) return true;
+  kernel<<<unsigned(std::min<int64_t>(tickets, resident)), kBlock, smem, a.stream>>>(p, tickets);
+  *err = cudaGetLastError();
+  return true;
+}
+
 template <typename T>
 cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
   constexpr int kVec = 16 / sizeof(T);
@@ -420,8 +770,30 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
     const int vec_n = vec ? kVec : 1;
     const int64_t lpg = Cg / vec_n, nvec_reg = d.C / vec_n;
     const bool reduce = d.reduce != FUSEDOPS_REDUCE_NONE;
-    if (Cg % vec_n == 0 && lpg <= 32 && (lpg & (lpg - 1)) == 0 &&
-        (!reduce || nvec_reg <= int64_t(kRegMaxThreads) * kRegVecs)) {
+    const bool pow2_groups = Cg % vec_n == 0 && lpg <= 32 && (lpg & (lpg - 1)) == 0;
+    // Default: the column-slice kernel that walks several rows; FUSEDOPS_EPI_KERNEL=reg selects the one-row register
+    // kernel (kept for A/B measurements and for chains with more than one extra input).
+    const char* epi_env = getenv("FUSEDOPS_EPI_KERNEL");
+    const bool tile_off = epi_env && strcmp(epi_env, "reg") == 0;
+    const int32_t nex = fusedops_num_extras(&d.pre, &d.post);
+    if (!tile_off && vec && pow2_groups && nex <= 1 && (!reduce || nvec_reg <= 4 * 512)) {
+      const int kv = !reduce || nvec_reg <= 512 ? 1 : nvec_reg <= 1024 ? 2 : 4;
+      const int64_t warps_needed = ceil_div(ceil_div(nvec_reg, kv), 32);
+      const int64_t threads = reduce ? warps_needed * 32 : std::min<int64_t>(kRegSliceThreads, warps_needed * 32);
+      const int64_t slices = ceil_div(nvec_reg, threads * kv);
+      void (*kernel)(const GnParams, int, int, int);
+      if (!reduce) kernel = nex ? gn_row_tile_kernel<T, kVec, 1, 1, 256> : gn_row_tile_kernel<T, kVec, 1, 0, 256>;
+      else if (kv == 1) kernel = nex ? gn_row_tile_kernel<T, kVec, 1, 1, 512> : gn_row_tile_kernel<T, kVec, 1, 0, 512>;
+      else if (kv == 2) kernel = nex ? gn_row_tile_kernel<T, kVec, 2, 1, 512> : gn_row_tile_kernel<T, kVec, 2, 0, 512>;
+      else kernel = nex ? gn_row_tile_kernel<T, kVec, 4, 1, 512> : gn_row_tile_kernel<T, kVec, 4, 0, 512>;
+      const int rows = tile_rows(d.N, slices, threads, kernel);
+      const int64_t blocks = ceil_div(d.N, rows) * slices;
+      if (blocks <= INT32_MAX) {
+        kernel<<<dim3(unsigned(blocks)), unsigned(threads), 0, a.stream>>>(p, int(lpg), int(slices), rows);
+        return cudaGetLastError();
+      }
+    }
+    if (pow2_groups && (!reduce || nvec_reg <= int64_t(kRegMaxThreads) * kRegVecs)) {
       // A reduction needs the whole row in one block; otherwise slices of kRegSliceThreads threads.
       const int64_t warps_needed = ceil_div(ceil_div(nvec_reg, kRegVecs), 32);
       const int64_t threads = reduce ? warps_needed * 32 : std::min<int64_t>(kRegSliceThreads, warps_needed * 32);
@@ -443,8 +815,12 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
     return cudaGetLastError();
   }
 
-  const bool vec = io_aligned && d.S % kVec == 0;
-  const int vec_n = vec ? kVec : 1;
+  // Vector width: 16-byte vectors when S is a multiple of kVec, else 8-byte ones when S is a multiple of kVec / 2
+  // (model 4 in 16-bit: S = 258 * 258 = 8 * 8320 + 4, which fell to the scalar path and ran 3x slower than
+  // float32), else scalar.
+  const int vec_n = io_aligned && d.S % kVec == 0                                          ? kVec
+                    : aligned(a.x, 8) && aligned(a.y, 8) && d.S % (kVec / 2) == 0 ? kVec / 2
+                                                                                        : 1;
   p.div_sv.init(uint32_t(d.S / vec_n));
   const int64_t groups = d.N * d.num_groups;
   dim3 grid(unsigned(groups), unsigned(plan.chunks));
@@ -452,38 +828,38 @@ cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
   if (plan.kind == GnPlan::FUSED) {
     threads = int(std::min<int64_t>(kBlock, std::max<int64_t>(32, ceil_div(ceil_div(plan.chunk / vec_n, 4), 32) * 32)));
   }
+  const char* gelu_env = getenv("FUSEDOPS_GELU");
+  const int gelu_kind = gelu_env && strcmp(gelu_env, "erff") == 0 ? PRE_GELU : PRE_GELU_FAST;
   const int pre_kind = d.pre.num_steps == 0                                    ? PRE_NONE
-                       : d.pre.num_steps == 1 && d.pre.steps[0].op == FUSEDOPS_STEP_GELU ? PRE_GELU
+                       : d.pre.num_steps == 1 && d.pre.steps[0].op == FUSEDOPS_STEP_GELU ? gelu_kind
                                                                                       : PRE_CHAIN;
-  // Vector path: PRE_* specialisations; scalar path (S % VEC != 0 or misaligned): the interpreted chain only.
-#define FUSEDOPS_LAUNCH_GROUP(MODE)                                                                      \
-  (!vec                      ? gn_group_kernel<T, 1, MODE, PRE_CHAIN>                                   \
-   : pre_kind == PRE_NONE    ? gn_group_kernel<T, kVec, MODE, PRE_NONE>                                 \
-   : pre_kind == PRE_GELU    ? gn_group_kernel<T, kVec, MODE, PRE_GELU>                                 \
-                             : gn_group_kernel<T, kVec, MODE, PRE_CHAIN>)<<<grid, threads, 0, a.stream>>>(p)
+  const GroupKernel fused = group_kernel<T, MODE_FUSED>(vec_n, pre_kind);
+  const GroupKernel stats = group_kernel<T, MODE_STATS>(vec_n, pre_kind);
+  const GroupKernel apply = group_kernel<T, MODE_APPLY>(vec_n, pre_kind);
   switch (plan.kind) {
-    case GnPlan::FUSED: FUSEDOPS_LAUNCH_GROUP(MODE_FUSED); break;
+    case GnPlan::FUSED: fused<<<grid, threads, 0, a.stream>>>(p); break;
     case GnPlan::SPLIT: {
+      cudaError_t onepass_err = cudaSuccess;
+      if (launch_onepass<T>(a, plan, p, vec_n, pre_kind, &onepass_err)) return onepass_err;
       // Waves of groups whose X fits in part of the L2 cache: the apply pass then re-reads X from L2, not DRAM
       // (2 DRAM passes instead of 3). The wave must still hold enough blocks to fill the GPU.
       const int64_t wave = split_wave_groups(plan, d, groups);
       for (int64_t g0 = 0; g0 < groups; g0 += wave) {
         p.group_offset = g0;
         grid.x = unsigned(std::min(wave, groups - g0));
-        FUSEDOPS_LAUNCH_GROUP(MODE_STATS);
-        FUSEDOPS_LAUNCH_GROUP(MODE_APPLY);
+        stats<<<grid, threads, 0, a.stream>>>(p);
+        apply<<<grid, threads, 0, a.stream>>>(p);
       }
       p.group_offset = 0;
       break;
     }
     default: {  // SPLIT_REDUCE
-      FUSEDOPS_LAUNCH_GROUP(MODE_STATS);
+      stats<<<grid, threads, 0, a.stream>>>(p);
       gn_finalize_kernel<<<unsigned(ceil_div(groups, 256)), 256, 0, a.stream>>>(p, groups);
       gn_reduce_kernel<T><<<unsigned(ceil_div(d.S, kBlock) * d.N), kBlock, 0, a.stream>>>(p);
       break;
     }
   }
-#undef FUSEDOPS_LAUNCH_GROUP
   return cudaGetLastError();
 }
 
@@ -511,14 +887,17 @@ GnPlan plan_groupnorm(const fusedops_groupnorm_desc& d) {
     return plan;
   }
   const int64_t L = plan.group_len;
-  const int64_t chunk_max = int64_t(kBlock) * (16 / elem_size(d.x_dtype)) * 16;  // 16 vectors per thread
-  const int64_t chunk_min = 2048;
-  int64_t P = ceil_div(L, chunk_max);
-  if (groups * P < kTargetBlocks) P = std::max(P, std::min(ceil_div(L, chunk_min), ceil_div(kTargetBlocks, groups)));
-  P = std::max<int64_t>(P, 1);
-  P = std::min<int64_t>(P, 65535);  // gridDim.y limit
-  int64_t chunk = align_up(size_t(ceil_div(L, P)), 8);
-  P = ceil_div(L, chunk);
+  // Chunks of at most chunk_max elements, but enough of them for kTargetBlocks blocks when there are few groups.
+  const auto split = [&](int64_t chunk_max, int64_t* chunk) {
+    const int64_t chunk_min = 2048;
+    int64_t P = ceil_div(L, chunk_max);
+    if (groups * P < kTargetBlocks) P = std::max(P, std::min(ceil_div(L, chunk_min), ceil_div(kTargetBlocks, groups)));
+    P = std::min<int64_t>(std::max<int64_t>(P, 1), 65535);  // gridDim.y limit
+    *chunk = int64_t(align_up(size_t(ceil_div(L, P)), 8));
+    return ceil_div(L, *chunk);
+  };
+  int64_t chunk = 0;
+  const int64_t P = split(int64_t(kBlock) * (16 / elem_size(d.x_dtype)) * 16, &chunk);  // 16 vectors a thread
   plan.chunk = chunk;
   plan.chunks = P;
   if (d.reduce != FUSEDOPS_REDUCE_NONE) {
@@ -529,6 +908,14 @@ GnPlan plan_groupnorm(const fusedops_groupnorm_desc& d) {
   } else {
     plan.kind = GnPlan::SPLIT;
     plan.workspace = size_t(groups * P) * sizeof(Welford) + kAlign;
+    int64_t chunk1 = 0;
+    const int64_t P1 = split(kOnepassMaxChunk, &chunk1);  // the same split, capped by the shared-memory chunk
+    if (groups * P1 < int64_t(UINT32_MAX)) {
+      plan.onepass_chunk = chunk1;
+      plan.onepass_chunks = P1;
+      plan.workspace = std::max(plan.workspace, onepass_partials_offset(groups) + size_t(groups * P1) * sizeof(Welford)
+                                                    + kAlign);
+    }
   }
   return plan;
 }

@@ -20,6 +20,10 @@ struct GnPlan {
   int64_t chunks = 1;       // P: blocks per group
   size_t smem_bytes = 0;    // ROW: dynamic shared memory
   size_t workspace = 0;     // bytes (plus 256 for alignment of the caller's pointer)
+  // SPLIT may instead run the one-pass kernel (X read once, its chunk kept in shared memory) when the device keeps
+  // enough blocks resident; decided at launch, so the workspace covers both.
+  int64_t onepass_chunk = 0;   // elements per block (0: not eligible)
+  int64_t onepass_chunks = 0;  // blocks per group
 };
 GnPlan plan_groupnorm(const fusedops_groupnorm_desc& d);
 
