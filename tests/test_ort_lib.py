@@ -145,7 +145,9 @@ def test_gemm_groupnorm_act_graph_matches_reference(fo, case, dtype, p_dtype):
     sess = fo.session(fused_graph("GemmGroupNormAct", attrs, a.num_extras, dtype, p_dtype), providers=CPU)
     feeds = {"X": x, "W": w, "B": b, "gamma": gamma, "beta": beta,
              **{f"extra_{k}": e for k, e in enumerate(extras)}}
+    before = fo.kernel_calls("cpu")
     (y,) = fo.run(sess, {k: v.float().numpy() for k, v in feeds.items()})
+    assert fo.kernel_calls("cpu") == before + 1
     assert y.shape == ref.shape
     tol = {torch.float32: 2e-5, torch.float16: 1e-2, torch.bfloat16: 6e-2}[dtype]
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)
@@ -249,6 +251,28 @@ def test_bad_gemm_attributes(fo):
     assert "gg" in msg and "trans_b must be 0 or 1" in msg
 
 
+# onnx.helper picks the attribute type from the Python value: int -> INT, float -> FLOAT, str -> STRING, lists -> INTS
+# / FLOATS / STRINGS. Every catalog attribute, given with a wrong type, must fail rather than fall back to its default.
+@pytest.mark.parametrize("op,attrs,needle", [
+    ("GroupNormAct", {"num_groups": "2"}, "attribute 'num_groups' must be INT, got STRING"),
+    ("GroupNormAct", {"num_groups": 2.0}, "attribute 'num_groups' must be INT, got FLOAT"),
+    ("GroupNormAct", {"num_groups": 2, "epsilon": 1}, "attribute 'epsilon' must be FLOAT, got INT"),
+    ("GroupNormAct", {"num_groups": 2, "epsilon": "1e-5"}, "attribute 'epsilon' must be FLOAT, got STRING"),
+    ("GroupNormAct", {"num_groups": 2, "pre": 1.5}, "attribute 'pre' must be STRING, got FLOAT"),
+    ("GroupNormAct", {"num_groups": 2, "post": [1, 2]}, "attribute 'post' must be STRING, got INTS"),
+    ("GroupNormAct", {"num_groups": 2, "reduce": [1.0]}, "attribute 'reduce' must be STRING, got FLOATS"),
+    ("GroupNormAct", {"num_groups": 2, "pre": ["relu", "gelu"]},
+     "attribute 'pre' must be STRING, got a list or another non-scalar type"),
+    ("GroupNormAct", {"num_groups": 2, "plugin_namespace": 7}, "attribute 'plugin_namespace' must be STRING, got INT"),
+    ("GroupNormAct", {"num_groups": 2, "plugin_version": 1}, "attribute 'plugin_version' must be STRING, got INT"),
+    ("GemmGroupNormAct", {"num_groups": 2, "trans_b": 1.0}, "attribute 'trans_b' must be INT, got FLOAT"),
+    ("GemmGroupNormAct", {"num_groups": 2, "allow_tf32": "0"}, "attribute 'allow_tf32' must be INT, got STRING"),
+])
+def test_wrong_attribute_type_fails_at_session_creation(fo, op, attrs, needle):
+    msg = _session_error(fo, fused_graph(op, attrs, 0, node_name="typed_node"))
+    assert f"fusedops {op} node 'typed_node': {needle}" in msg, msg
+
+
 def test_unregistered_dtype_is_an_error_naming_the_node(fo):
     x = helper.make_tensor_value_info("X", TensorProto.DOUBLE, [2, 4, 3])
     g = helper.make_tensor_value_info("gamma", TensorProto.DOUBLE, [4])
@@ -257,7 +281,70 @@ def test_unregistered_dtype_is_an_error_naming_the_node(fo):
     node = helper.make_node("GroupNormAct", ["X", "gamma", "beta"], ["Y"], domain="fusedops", name="dbl_node",
                             num_groups=2)
     msg = _session_error(fo, _model([node], [x, g, b], [y]))
-    assert "dbl_node" in msg or "GroupNormAct" in msg, msg
+    # ORT rejects the type while checking the graph, before any kernel exists; its message names node and type.
+    assert "dbl_node" in msg and "tensor(double)" in msg, msg
+
+
+def _static_graph(op: str, shapes: dict, attrs: dict, node_name: str):
+    """float32 graph whose inputs carry the given shapes (None: unknown shape; str / None dims: symbolic / unknown)."""
+    names = list(shapes)
+    node = helper.make_node(op, names, ["Y"], domain="fusedops", name=node_name, **attrs)
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in names]
+    return _model([node], ins, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+
+
+def _creation_error(fo, model) -> str:
+    """The error of creating the session; the model is never run, so the check cannot have happened at run."""
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(str(fo.library_path()))
+    with pytest.raises(Exception) as ei:
+        ort.InferenceSession(model.SerializeToString(), so, providers=CPU)
+    return str(ei.value)
+
+
+_GN = {"X": [2, 6, 4], "gamma": [6], "beta": [6]}
+_GEMM = {"X": [3, 5], "W": [4, 5], "B": [4], "gamma": [4], "beta": [4]}
+
+
+@pytest.mark.parametrize("op,shapes,attrs,needle", [
+    ("GroupNormAct", {**_GN, "gamma": [5]}, {}, "gamma has 5 elements, expected C=6"),
+    ("GroupNormAct", {**_GN, "beta": [2, 4]}, {}, "beta has 8 elements, expected C=6"),
+    ("GroupNormAct", {**_GN, "extra_0": [3]}, {"pre": "add(@0)"},
+     "extra input 0 has 3 elements, expected C=6 (one per channel)"),
+    ("GroupNormAct", {**_GN, "X": ["N", 8, 4], "gamma": [8], "beta": [8]}, {"num_groups": 3},
+     "C=8 is not divisible by num_groups=3"),
+    ("GroupNormAct", {**_GN, "X": [6]}, {}, "X must have rank >= 2 (N, C, *spatial), got shape (6,)"),
+    ("GemmGroupNormAct", {**_GEMM, "W": [4, 6]}, {},
+     "X has K=5 features but W of shape (4, 6) (trans_b=1) expects 6"),
+    ("GemmGroupNormAct", {**_GEMM, "W": [5, 3]}, {"trans_b": 0}, "bias B has 4 elements, expected C=3"),
+    ("GemmGroupNormAct", {**_GEMM, "W": [6, 5], "B": [6], "beta": [6]}, {}, "gamma has 4 elements, expected C=6"),
+    ("GemmGroupNormAct", {**_GEMM, "W": [6, 5], "B": [6], "gamma": [6], "beta": [6]}, {"num_groups": 4},
+     "C=6 is not divisible by num_groups=4"),
+    ("GemmGroupNormAct", {**_GEMM, "W": [4, 5, 1]}, {}, "W must be 2-D, got shape (4, 5, 1)"),
+    ("GemmGroupNormAct", {**_GEMM, "X": [5]}, {}, "X must have rank >= 2 (rows, K), got shape (5,)"),
+])
+def test_static_shape_errors_fail_at_session_creation(fo, op, shapes, attrs, needle):
+    msg = _creation_error(fo, _static_graph(op, shapes, {"num_groups": 2, **attrs}, "static_node"))
+    # ORT prefixes its own text; ours starts with the op and node, then the problem.
+    assert f"fusedops {op} node 'static_node': {needle}" in msg, msg
+
+
+def test_dynamic_dims_are_checked_at_run(fo):
+    """Unknown / symbolic dims skip the creation-time checks: the problem then fails at run; valid feeds run."""
+    m = _static_graph("GroupNormAct", {"X": ["N", "C", None], "gamma": [5], "beta": [6]}, {"num_groups": 2}, "dyn")
+    sess = fo.session(m, providers=CPU)
+    x = np.random.rand(2, 6, 3).astype(np.float32)
+    with pytest.raises(Exception, match="fusedops GroupNormAct node 'dyn': gamma has 5 elements, expected C=6"):
+        sess.run(None, {"X": x, "gamma": np.ones(5, np.float32), "beta": np.zeros(6, np.float32)})
+    # Symbolic batch and rows, static C and K: valid, so the session is created and runs at several batch sizes.
+    m = _static_graph("GemmGroupNormAct", {**_GEMM, "X": ["batch", None, 5], "W": [5, 4]}, {"num_groups": 2,
+                                                                                           "trans_b": 0}, "dyn2")
+    sess = fo.session(m, providers=CPU)
+    p = {"W": np.random.rand(5, 4).astype(np.float32), "B": np.zeros(4, np.float32),
+         "gamma": np.ones(4, np.float32), "beta": np.zeros(4, np.float32)}
+    for shape in [(1, 2, 5), (3, 7, 5)]:
+        (y,) = sess.run(None, {"X": np.random.rand(*shape).astype(np.float32), **p})
+        assert y.shape == shape[:-1] + (4,)
 
 
 def _run_error(fo, model, feeds) -> str:
@@ -398,8 +485,9 @@ def test_unavailable_reason(fo, monkeypatch, tmp_path):
 def test_ort_bench_cpu_rows_small(fo):
     from fusedops import ort_bench
 
+    before = fo.kernel_calls("cpu")
     rows = ort_bench.cpu_rows("1", "small", warmup=1, iters=3)
     assert {r["backend"] for r in rows} == {"ort-cpu-unfused", "ort-cpu-fused"}
     assert all(r["median_ms"] > 0 and r["runs"] == 3 and r["max_abs_diff"] < 1e-5 for r in rows)
-    if "CUDAExecutionProvider" not in ort.get_available_providers():
-        assert ort_bench.ort_rows("1", "small") == []
+    # The fused row ran the library (model 1 has one fused node): 1 accuracy run + 1 warm-up + 3 timed runs.
+    assert fo.kernel_calls("cpu") - before == 5

@@ -2,8 +2,8 @@
 
 - the four reference models, exported + fused, at benchmark sizes (and batch 1 / odd batches) vs eager PyTorch:
   TF32 by default, strict FP32 through allow_tf32=False (session config fusedops.allow_tf32 = "0");
-- two sessions run from two threads give the same bits as one thread; repeated session create/destroy does not
-  grow device memory;
+- two sessions, and one session, run from two threads give the same bits as one thread; repeated session
+  create/destroy does not grow device memory;
 - timing: fused vs the unfused standard-op graph on the CUDA EP (target: >= 2x for models 1-3 at TF32).
 """
 
@@ -136,6 +136,45 @@ def test_two_threads_two_sessions_identical(fo):
     for i in (0, 1):
         for r, y in enumerate(results[i]):
             assert np.array_equal(y, want[(i + r) % 2]), f"thread {i} run {r} differs"
+
+
+def test_two_threads_one_session_identical(fo):
+    """Concurrent Run()s of ONE session: each draws its own compute stream from the session's pool while both share
+    the session's CUDA arena, so this exercises the stream-ordered scratch (KernelContext_GetScratchBuffer)."""
+    name = "gemm_biasadd_hardtanh_mish_groupnorm"
+    _, fused = _models(name)
+    from fusedops.models.registry import get_entry
+
+    n_fused = sum(n.domain == "fusedops" for n in fused.graph.node)
+    # Two batch sizes: different workspace sizes, so the arena splits and reuses chunks between the threads.
+    xs = [get_entry(name).inputs("bench", batch=b, generator=torch.Generator().manual_seed(b))[0].numpy()
+          for b in (64, 96)]
+    sess = fo.session(fused, providers=CUDA)
+    assert sess.get_providers()[0] == "CUDAExecutionProvider"
+    want = [_run(sess, x) for x in xs]
+    iters = 40
+    start = threading.Barrier(2)
+    mismatches, errors = [], []
+
+    def worker(i):
+        try:
+            start.wait()
+            for r in range(iters):
+                j = (i + r) % 2
+                if not np.array_equal(_run(sess, xs[j]), want[j]):
+                    mismatches.append((i, r))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    before = fo.kernel_calls("cuda")
+    ts = [threading.Thread(target=worker, args=(i,)) for i in (0, 1)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    assert not mismatches, f"(thread, run) pairs that differ from the single-thread run: {mismatches}"
+    assert fo.kernel_calls("cuda") - before == 2 * iters * n_fused, "not every run used the library's CUDA kernel"
 
 
 def test_session_create_destroy_no_device_memory_growth(fo):
