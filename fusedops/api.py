@@ -31,3 +31,9 @@ def bench(**kw):
 def build(onnx_path: str, engine: str, **kw):
     from .trt_build.builder import build_engine
     return build_engine(onnx_path, engine, **kw)
+
+
+def build_native(cuda: str = "auto", verbose: bool = False):
+    """``fusedops build-native``: configure and build the native libraries; returns the folder holding them."""
+    from .plugins import native
+    return native.build(cuda=cuda, verbose=verbose)

@@ -39,6 +39,8 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 GEMM_FLOOR_RATIO_TARGET = 1.05  # models 1-3: fused ≤ 1.05 × the GEMM alone at the same precision
 GN_STEP_TARGET_MS = 1.7  # model 4: fused GELU+GroupNorm step
 CONV_PLUS_TARGET_MS = 1.8  # model 4: whole fused model ≤ ConvTranspose2d alone + 1.8 ms
+ORT_VS_UNFUSED_TARGET = 2.0  # models 1-3, TF32: ORT CUDA EP fused + library ≥ 2× faster than the unfused graph
+ORT_VS_TORCH_TARGET = 1.1  # models 1-3, TF32: ORT CUDA EP fused + library within 1.1× of the fused PyTorch path
 
 
 @dataclass
@@ -279,13 +281,14 @@ def _bench_model(entry, size: str, precisions: Sequence[str], repeats: int, warm
     torch.cuda.empty_cache()
 
 
-def _ort_row(model: str, r) -> Row:
-    """A row of fusedops.ort_bench.ort_rows ({"backend", "precision", "median_ms", ...}) as a bench Row."""
+def _runtime_row(model: str, r, prefix: str = "ort") -> Row:
+    """A row of fusedops.ort_bench.ort_rows / fusedops.trt_bench.trt_rows ({"backend", "precision", "median_ms",
+    ...}) as a bench Row named ``<prefix>:<backend>``."""
     if isinstance(r, Row):
         return r
     med = float(r["median_ms"])
     note = ", ".join(f"{k}={r[k]}" for k in ("batch", "runs") if r.get(k) is not None)
-    return Row(model, f"ort:{r.get('backend') or r.get('variant')}", str(r.get("precision", "")), round(med, 4),
+    return Row(model, f"{prefix}:{r.get('backend') or r.get('variant')}", str(r.get("precision", "")), round(med, 4),
                round(float(r.get("min_ms", med)), 4), round(float(r.get("max_ms", med)), 4),
                float(r.get("peak_extra_mb") or 0.0), float(r.get("output_mb") or 0.0), note=note)
 
@@ -326,6 +329,16 @@ def _targets(rows: list[Row]) -> list[Target]:
             extra = r.median_ms - by[(model, "floor", p)].median_ms
             out.append(Target(model, f"whole model - conv alone ({p})", round(extra, 4), CONV_PLUS_TARGET_MS, "ms",
                               extra <= CONV_PLUS_TARGET_MS))
+        if variant == "ort:ort-cuda-fused" and not model.startswith("convtranspose"):
+            unfused, torch_fused = by.get((model, "ort:ort-cuda-unfused", p)), by.get((model, "fused", p))
+            if unfused is not None and p == "tf32":
+                speedup = round(unfused.median_ms / r.median_ms, 3)
+                out.append(Target(model, f"ORT unfused / ORT fused ({p})", speedup, ORT_VS_UNFUSED_TARGET, "x",
+                                  speedup >= ORT_VS_UNFUSED_TARGET))
+            if torch_fused is not None and p == "tf32":
+                ratio = round(r.median_ms / torch_fused.median_ms, 3)
+                out.append(Target(model, f"ORT fused / PyTorch fused ({p})", ratio, ORT_VS_TORCH_TARGET, "x",
+                                  ratio <= ORT_VS_TORCH_TARGET))
         if variant in ("fused", "gn_step_fused"):
             # No intermediate of the output's size: peak extra memory stays under twice the output.
             limit = 2 * r.output_mb
@@ -437,10 +450,12 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
         date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda, size=size,
         repeats=repeats, warmup=warmup, input_sets=input_sets)
+    from fusedops import ort_bench
+
     try:
-        from fusedops import ort_bench  # optional: written by the ONNX Runtime helper
-    except ImportError:
-        ort_bench = None
+        from fusedops import trt_bench
+    except ImportError:  # the TensorRT rows are optional
+        trt_bench = None
 
     for entry in entries:
         try:
@@ -452,12 +467,17 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
             report.errors.append(f"{entry.key}: {type(e).__name__}: {e}")
             log(f"{entry.key} failed: {e}")
             torch.cuda.empty_cache()
-        if ort_bench is not None and hasattr(ort_bench, "ort_rows"):
+        try:
+            for r in ort_bench.ort_rows(entry, size):
+                report.rows.append(_runtime_row(entry.key, r, "ort"))
+        except Exception as e:  # noqa: BLE001
+            report.errors.append(f"{entry.key} (onnxruntime rows): {type(e).__name__}: {e}")
+        if trt_bench is not None:
             try:
-                for r in ort_bench.ort_rows(entry, size):
-                    report.rows.append(_ort_row(entry.key, r))
+                for r in trt_bench.trt_rows(entry, size, repeats, warmup):
+                    report.rows.append(_runtime_row(entry.key, r, "trt"))
             except Exception as e:  # noqa: BLE001
-                report.errors.append(f"{entry.key} (onnxruntime rows): {type(e).__name__}: {e}")
+                report.errors.append(f"{entry.key} (TensorRT rows): {type(e).__name__}: {e}")
 
     _fill_ratios(report.rows)
     report.targets = _targets(report.rows)

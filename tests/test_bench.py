@@ -66,9 +66,30 @@ def test_precision_mode_restores_settings():
 
 
 def test_onnxruntime_rows_are_adopted():
-    r = bench._ort_row("m", {"model": "m", "backend": "ort-cuda-fused", "precision": "tf32", "median_ms": 0.5,
+    r = bench._runtime_row("m", {"model": "m", "backend": "ort-cuda-fused", "precision": "tf32", "median_ms": 0.5,
                              "batch": 1024, "runs": 20})
     assert (r.variant, r.precision, r.median_ms, r.note) == ("ort:ort-cuda-fused", "tf32", 0.5, "batch=1024, runs=20")
     rows = [_r("m", "eager", "tf32", 1.0), r]
     bench._fill_ratios(rows)
     assert r.vs_eager is None  # other runtimes' rows are listed, not ratioed
+
+
+def test_tensorrt_rows_are_named_trt():
+    r = bench._runtime_row("m", {"backend": "trt-engine", "precision": "fp32", "median_ms": 2.0}, "trt")
+    assert (r.variant, r.precision, r.median_ms) == ("trt:trt-engine", "fp32", 2.0)
+
+
+def test_onnxruntime_targets_against_unfused_and_the_pytorch_path():
+    rows = [_r("gemm_m", "fused", "tf32", 0.40), _r("gemm_m", "ort:ort-cuda-unfused", "tf32", 5.0),
+            _r("gemm_m", "ort:ort-cuda-fused", "tf32", 0.46),
+            _r("gemm_n", "fused", "tf32", 0.40), _r("gemm_n", "ort:ort-cuda-unfused", "tf32", 0.5),
+            _r("gemm_n", "ort:ort-cuda-fused", "tf32", 0.43),
+            _r("convtranspose2d_x", "ort:ort-cuda-unfused", "tf32", 9.0),
+            _r("convtranspose2d_x", "ort:ort-cuda-fused", "tf32", 8.0)]
+    t = {(g.model, g.what): g for g in bench._targets(rows)}
+    m_speed, m_ratio = t[("gemm_m", "ORT unfused / ORT fused (tf32)")], t[("gemm_m", "ORT fused / PyTorch fused (tf32)")]
+    assert m_speed.met and m_speed.value == round(5.0 / 0.46, 3)
+    assert not m_ratio.met and m_ratio.value == round(0.46 / 0.40, 3)  # 1.15x the PyTorch path: missed
+    assert not t[("gemm_n", "ORT unfused / ORT fused (tf32)")].met  # 1.16x: under 2x
+    assert t[("gemm_n", "ORT fused / PyTorch fused (tf32)")].met
+    assert not any(m == "convtranspose2d_x" and "ORT" in w for m, w in t)  # model 4 has no ORT target
