@@ -50,7 +50,12 @@ def _cmd_build_native(a):
 
 def _cmd_build(a):
     from .trt_build import builder
-    return builder.build_from_args(a)
+    r = builder.build_from_args(a)
+    how = "taken from the engine cache" if r.cached else f"built in {r.seconds:.1f} s"
+    print(f"engine {r.engine_path} ({how}, precision {r.precision})")
+    for note in r.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -51,12 +51,15 @@ class RunContext:
         if device not in self._references:
             model = self.model if device == "cpu" else _copy_to(self.model, device)
             prev = torch.get_float32_matmul_precision()
+            prev_cudnn = torch.backends.cudnn.allow_tf32  # convolutions (model 4's ConvTranspose) use TF32 too
             torch.set_float32_matmul_precision("highest")
+            torch.backends.cudnn.allow_tf32 = False
             try:
                 with torch.no_grad():
                     out = model(*[t.to(device) for t in self.inputs])
             finally:
                 torch.set_float32_matmul_precision(prev)
+                torch.backends.cudnn.allow_tf32 = prev_cudnn
             self._references[device] = out.cpu()
         return self._references[device]
 
@@ -138,8 +141,10 @@ def _ort_library_available(provider: str):
             return f"onnxruntime not importable ({e})"
         if provider not in ort.get_available_providers():
             return f"{provider} not in this onnxruntime build"
-        if fo_ort.library_path() is None:
-            return "fusedops ORT library not built (run `fusedops build-native`)"
+        try:
+            fo_ort.library_path()
+        except FusedopsError as e:
+            return str(e)
         return None
     return check
 
@@ -194,26 +199,71 @@ def _torch_fused_run(device: str):
 # ---- TensorRT ---------------------------------------------------------------------------------------------------------
 
 def _trt_available():
+    """None when TensorRT, pycuda, a CUDA device and the plugin library are all here; else the first reason."""
     try:
         import tensorrt  # noqa: F401
     except Exception as e:  # ImportError or a broken install
         return f"TensorRT not importable ({type(e).__name__})"
+    try:
+        import pycuda.driver  # noqa: F401
+    except Exception as e:
+        return f"pycuda not importable ({type(e).__name__})"
     if not torch.cuda.is_available():
         return "no CUDA device"
+    try:
+        from .trt_build import builder
+    except Exception as e:
+        return f"trt_build not importable ({type(e).__name__}: {e})"
+    if builder.default_plugin_library() is None:
+        return (f"TensorRT plugin library not built ({builder.PLUGIN_LIBRARY_NAME}; set $FUSEDOPS_TRT_PLUGIN or "
+                f"run `fusedops build-native`)")
     return None
+
+
+def engine_cache_dir() -> Path:
+    """Where verify and the bench keep built engines: $FUSEDOPS_ENGINE_CACHE, else ~/.cache/fusedops/engines."""
+    import os
+    return Path(os.environ.get("FUSEDOPS_ENGINE_CACHE", Path.home() / ".cache" / "fusedops" / "engines"))
+
+
+def trt_execute_times_ms(eng, repeats: int, warmup: int = 3, before_each: Callable[[int], None] | None = None) \
+        -> list[float]:
+    """Times of ``eng.execute()`` alone (buffers already bound) with CUDA events on the engine's stream, in ms.
+    ``before_each(i)``, outside the timed region, may rebind inputs (e.g. rotate them)."""
+    import pycuda.driver as cuda
+
+    stream = eng.stream
+    for i in range(warmup):
+        if before_each:
+            before_each(i)
+        eng.execute()
+    stream.synchronize()
+    times = []
+    start, end = cuda.Event(), cuda.Event()
+    for i in range(repeats):
+        if before_each:
+            before_each(warmup + i)
+        start.record(stream)
+        eng.execute()
+        end.record(stream)
+        end.synchronize()
+        times.append(start.time_till(end))
+    return times
 
 
 def _trt_run(ctx: RunContext):
     from .trt_build import builder, runtime
     engine_path = ctx.onnx_path.with_suffix(".plan")
+    engine_path.unlink(missing_ok=True)  # a fresh path: the engine cache supplies a built engine for the same key
     batch = ctx.inputs[0].shape[0]
     builder.build_engine(str(ctx.onnx_path), str(engine_path), precision="tf32", min_batch=1, opt_batch=batch,
-                         max_batch=max(batch, 8), force=True, progress=False)
+                         max_batch=max(batch, 8), cache_dir=engine_cache_dir(), progress=False)
     eng = runtime.Engine.load(engine_path)
     xs = [t.cuda().contiguous() for t in ctx.inputs]  # torch tensors: __cuda_array_interface__ buffers
-    out = eng.run(xs)
-    ms = _median_ms(lambda: eng.run(xs), ctx.repeats)  # run() synchronises its own stream
-    return [runtime.to_numpy(buf) for buf in out.values()], ms
+    out = eng.run(xs)  # binds once; the timed runs reuse those buffers
+    outputs = [runtime.to_numpy(buf) for buf in out.values()]
+    ms = statistics.median(trt_execute_times_ms(eng, ctx.repeats))
+    return outputs, ms
 
 
 BACKENDS: dict[str, Backend] = {

@@ -106,3 +106,36 @@ def test_export_writes_a_fused_model(tmp_path):
 def test_argument_errors(args, fragment):
     proc = run_cli(*args)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and fragment in proc.stderr
+
+
+def test_build_prints_the_engine_and_exits_zero(tmp_path, monkeypatch, capsys):
+    from fusedops.trt_build import builder
+
+    engine = tmp_path / "m.plan"
+    seen = {}
+
+    def fake_build(args):
+        seen["args"] = args
+        return builder.BuildResult(engine_path=engine, cache_key="k", cached=cached, seconds=1.25, precision="fp32",
+                                   profile={}, tensorrt_version="10.13", plugin_library=None,
+                                   notes=["allow_tf32 note"])
+
+    monkeypatch.setattr(builder, "build_from_args", fake_build)
+    for cached, how in ((False, "built in 1.2 s"), (True, "taken from the engine cache")):
+        rc = fusedops.cli.main(["build", "m.onnx", "--engine", str(engine), "--precision", "fp32"])
+        out, err = capsys.readouterr()
+        assert rc == 0
+        assert f"engine {engine} ({how}, precision fp32)" in out
+        assert "note: allow_tf32 note" in err
+        assert (seen["args"].onnx, seen["args"].precision) == ("m.onnx", "fp32")
+
+
+def test_build_without_tensorrt_is_a_clean_error(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("tensorrt is installed here")
+    model = group_norm_model(tmp_path / "gn.onnx", 4, 2)
+    proc = run_cli("build", str(model), "--engine", str(tmp_path / "gn.plan"), "--no-progress")
+    assert_clean_error(proc, "TensorRT's Python package is not usable")
+    assert not (tmp_path / "gn.plan").exists()

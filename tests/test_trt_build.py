@@ -273,10 +273,58 @@ def test_cli_arguments_round_trip(monkeypatch):
     assert (defaults.precision, defaults.min_batch, defaults.opt_batch, defaults.max_batch) == ("tf32", 1, None, None)
 
 
-def test_api_build_points_at_build_engine():
+def test_api_build_calls_build_engine(monkeypatch):
     from fusedops import api
 
-    assert "build_engine" in api.build.__code__.co_names
+    seen = {}
+    monkeypatch.setattr(B, "build_engine", lambda *a, **kw: seen.update(args=a, kw=kw) or "result")
+    assert api.build("m.onnx", "m.plan", precision="fp32", max_batch=8) == "result"
+    assert seen == {"args": ("m.onnx", "m.plan"), "kw": {"precision": "fp32", "max_batch": 8}}
+
+
+# ---- fp32 with TF32 plugin nodes -------------------------------------------------------------------------------------
+
+def _gemm_model(tmp_path, allow_tf32_values):
+    """A model with one fusedops GemmGroupNormAct node per value (None: attribute absent)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])
+    nodes, outs = [], []
+    for k, v in enumerate(allow_tf32_values):
+        attrs = {"num_groups": 1} if v is None else {"num_groups": 1, "allow_tf32": v}
+        nodes.append(helper.make_node("GemmGroupNormAct", ["x", "w", "w0", "w0", "w0"], [f"y{k}"], name=f"gemm{k}",
+                                      domain="fusedops", **attrs))
+        outs.append(helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None))
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, [2, 4], [0.0] * 8),
+             helper.make_tensor("w0", TensorProto.FLOAT, [2], [0.0] * 2)]
+    g = helper.make_graph(nodes, "g", [x], outs, initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("fusedops", 1)])
+    p = tmp_path / "gemm.onnx"
+    onnx.save(m, str(p))
+    return p
+
+
+def test_tf32_plugin_nodes(tmp_path):
+    assert B.tf32_plugin_nodes(_gemm_model(tmp_path, [1, 0, None])) == ["gemm0", "gemm2"]
+    assert B.tf32_plugin_nodes(_gemm_model(tmp_path, [0])) == []
+
+
+@pytest.mark.parametrize("precision,warned", [("fp32", True), ("tf32", False)])
+def test_fp32_build_warns_about_tf32_plugin_nodes(tmp_path, monkeypatch, caplog, precision, warned):
+    lib = tmp_path / "libfusedops_trt.so"
+    lib.write_bytes(b"")
+
+    def no_tensorrt():
+        raise FusedopsError("stop before TensorRT")
+
+    monkeypatch.setattr(B, "_import_tensorrt", no_tensorrt)
+    p = _gemm_model(tmp_path, [1, 0])
+    with caplog.at_level("WARNING", logger="fusedops.trt_build"), pytest.raises(FusedopsError, match="stop before"):
+        B.build_engine(p, tmp_path / "e.plan", precision=precision, plugin_library=lib)
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    if warned:
+        assert len(messages) == 1 and "gemm0" in messages[0] and "gemm1" not in messages[0], messages
+        assert "allow_tf32=0" in messages[0]
+    else:
+        assert messages == []
 
 
 # ---- runtime buffer handling (no GPU: fake __cuda_array_interface__ objects) -------------------------------------------
@@ -306,3 +354,154 @@ def test_device_buffer_from_cuda_array():
 def test_engine_load_missing_file(tmp_path):
     with pytest.raises(FusedopsError, match="engine not found"):
         R.Engine.load(tmp_path / "none.plan")
+
+
+class _FakeTrt:
+    class DataType:
+        FLOAT, HALF, BF16 = "FLOAT", "HALF", "BF16"
+
+    @staticmethod
+    def nptype(dt):
+        return {"FLOAT": np.float32, "HALF": np.float16}[dt]
+
+
+class _FakeContext:
+    def set_input_shape(self, name, shape):
+        return True
+
+    def set_tensor_address(self, name, ptr):
+        pass
+
+    def get_tensor_shape(self, name):
+        return (2, 3)
+
+
+class _FakeTrtEngine:
+    def __init__(self, dtypes):
+        self.dtypes = dtypes
+
+    def get_tensor_dtype(self, name):
+        return self.dtypes[name]
+
+
+def _fake_engine(out_dtype="FLOAT"):
+    eng = R.Engine.__new__(R.Engine)
+    eng.trt, eng.engine, eng.context = _FakeTrt, _FakeTrtEngine({"x": "FLOAT", "y": out_dtype}), _FakeContext()
+    eng.input_names, eng.output_names, eng._owned, eng._stream = ["x"], ["y"], [], None
+    return eng
+
+
+def test_bind_checks_the_output_buffer_dtype():
+    eng = _fake_engine()
+    out = eng.bind({"x": FakeCudaArray((2, 3))}, {"y": FakeCudaArray((2, 3), ptr=0x2000)})
+    assert out["y"].ptr == 0x2000
+    with pytest.raises(FusedopsError, match="output 'y' buffer is <class 'numpy.float16'>, the engine writes float32"):
+        eng.bind({"x": FakeCudaArray((2, 3))}, {"y": FakeCudaArray((2, 3), typestr="<f2")})
+    with pytest.raises(FusedopsError, match="buffer has shape"):
+        eng.bind({"x": FakeCudaArray((2, 3))}, {"y": FakeCudaArray((3, 2))})
+    eng = _fake_engine("BF16")
+    with pytest.raises(FusedopsError, match="output 'y' buffer is <class 'numpy.float32'>, the engine writes bfloat16"):
+        eng.bind({"x": FakeCudaArray((2, 3))}, {"y": FakeCudaArray((2, 3))})
+    eng.bind({"x": FakeCudaArray((2, 3))}, {"y": FakeCudaArray((2, 3), typestr="<V2", dtype="torch.bfloat16")})
+    with pytest.raises(FusedopsError, match="input 'x' must be float32"):
+        eng.bind({"x": FakeCudaArray((2, 3), typestr="<f2")})
+
+
+def test_same_dtype():
+    assert R.same_dtype(np.float32, np.dtype("float32")) and R.same_dtype("bfloat16", "bfloat16")
+    assert not R.same_dtype("bfloat16", np.float16) and not R.same_dtype(np.float16, np.float32)
+
+
+def test_host_array_bfloat16_keeps_the_bits():
+    import torch
+
+    t = torch.tensor([1.0, -2.5, 3.140625], dtype=torch.bfloat16)
+    arr, dt = R.host_array(t)
+    assert dt == "bfloat16" and arr.dtype == np.uint16 and arr.shape == (3,)
+    back = (arr.astype(np.uint32) << 16).view(np.float32)
+    assert back.tolist() == t.float().tolist()
+    arr, dt = R.host_array(torch.ones(2, 2).t())  # non-contiguous torch tensor
+    assert dt == np.float32 and arr.flags["C_CONTIGUOUS"]
+    arr, dt = R.host_array([[1, 2]])
+    assert arr.shape == (1, 2) and dt == arr.dtype
+
+
+# ---- verify / bench availability --------------------------------------------------------------------------------------
+
+def test_trt_available_names_each_missing_piece(monkeypatch):
+    import sys
+    import types
+
+    import torch
+
+    V = importlib.import_module("fusedops.verify")
+
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
+    assert V._trt_available().startswith("TensorRT not importable")
+    monkeypatch.setitem(sys.modules, "tensorrt", types.ModuleType("tensorrt"))
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
+    assert V._trt_available().startswith("pycuda not importable")
+    pycuda = types.ModuleType("pycuda")
+    pycuda.driver = types.ModuleType("pycuda.driver")
+    monkeypatch.setitem(sys.modules, "pycuda", pycuda)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", pycuda.driver)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert V._trt_available() == "no CUDA device"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(B, "default_plugin_library", lambda: None)
+    assert "plugin library not built" in V._trt_available()
+    monkeypatch.setattr(B, "default_plugin_library", lambda: "/x/libfusedops_trt.so")
+    assert V._trt_available() is None
+
+
+def test_trt_bench_unavailable_gives_no_rows(monkeypatch):
+    from fusedops import trt_bench
+
+    V = importlib.import_module("fusedops.verify")
+
+    monkeypatch.setattr(V, "_trt_available", lambda: "TensorRT not importable (ImportError)")
+    assert trt_bench.unavailable_reason() == "TensorRT not importable (ImportError)"
+    assert trt_bench.trt_rows("1", "small", repeats=2, warmup=1) == []
+
+
+def test_trt_bench_unavailable_here():
+    from fusedops import trt_bench
+
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("tensorrt is installed here")
+    reason = trt_bench.unavailable_reason()
+    assert reason and reason.startswith("TensorRT not importable")
+    assert trt_bench.trt_rows("1", "small") == []
+
+
+def test_trt_bench_helpers():
+    from fusedops import trt_bench
+
+    assert trt_bench.rotation_count(1 << 20) == 4
+    assert trt_bench.rotation_count(600 << 20) == 1
+    assert trt_bench.rotation_count(300 << 20) == 3
+    row = trt_bench.summarise("m", "tf32", 8, [3.0, 1.0, 2.0])
+    assert row == {"model": "m", "backend": "trt", "precision": "tf32", "batch": 8, "median_ms": 2.0, "min_ms": 1.0,
+                   "max_ms": 3.0, "runs": 3}
+    with pytest.raises(FusedopsError, match="no TensorRT timings"):
+        trt_bench.summarise("m", "tf32", 8, [])
+
+
+def test_trt_bench_rows_have_the_ort_bench_keys():
+    from fusedops import trt_bench
+
+    row = trt_bench.summarise("m", "fp32", 1, [1.0])
+    assert set(row) == {"model", "backend", "precision", "batch", "median_ms", "min_ms", "max_ms", "runs"}
+
+
+def test_with_allow_tf32_sets_the_plugin_field(tmp_path):
+    from fusedops import trt_bench
+
+    model = onnx.load(str(_gemm_model(tmp_path, [1, None, 0])))
+    strict = trt_bench.with_allow_tf32(model, 0)
+    p = tmp_path / "strict.onnx"
+    onnx.save(strict, str(p))
+    assert B.tf32_plugin_nodes(p) == []
+    assert [a.name for a in strict.graph.node[0].attribute].count("allow_tf32") == 1
+    assert len(B.tf32_plugin_nodes(_gemm_model(tmp_path, [1, None, 0]))) == 2  # the original is untouched

@@ -131,7 +131,7 @@ def test_gemm_group_norm_act_walk(build, tmp_path, x_shape, C, trans_b, reduce, 
     assert r.stages == ALL_STAGES
     assert tuple(r.report["output_shape"]) == catalog.output_shape("GemmGroupNormAct", x_shape, attrs, w_shape)
     names = [f["name"] for f in r.report["serialized_fields"]]
-    assert names == ["num_groups", "epsilon", "pre", "post", "reduce", "trans_b", "allow_tf32"]
+    assert names == ["num_groups", "epsilon", "pre", "post", "reduce", "trans_b", "allow_tf32", "workspace_bytes"]
 
 
 @pytest.mark.parametrize("key", ["matmul_groupnorm_leakyrelu_sum", "gemm_groupnorm_min_biasadd",
@@ -161,6 +161,8 @@ REJECTIONS = {
     "gemm_field_on_gn": (lambda: _gn_case((2, 6))[0], "trans_b:i32:1", "create"),
     "trans_b_two": (lambda: _gemm_case((4, 8), 8)[0], "trans_b:i32:2", "create"),
     "allow_tf32_i64_three": (lambda: _gemm_case((4, 8), 8)[0], "allow_tf32:i64:3", "create"),
+    "workspace_bytes_negative": (lambda: _gn_case((2, 6))[0], "workspace_bytes:i64:-1", "create"),
+    "workspace_bytes_float": (lambda: _gn_case((2, 6))[0], "workspace_bytes:f32:1", "create"),
 }
 
 
@@ -265,3 +267,122 @@ def test_mixed_parameter_types_refused_by_formats(build, tmp_path):
     # supportsFormatCombination answers false without logging (TensorRT probes many combinations): not a logged
     # error, so the harness reports the failure stage without an "expected" outcome.
     assert r.report["failed_stage"] == "formats"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Workspace over the profile, and runtime descriptions the build phase never saw
+# ---------------------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wsmodel(build):
+    if build.wsmodel_plugin is None or not build.wsmodel_plugin.is_file():
+        pytest.fail("the workspace-model plugin library was not built")
+    return build.wsmodel_plugin
+
+
+def _serialized_int(report, name):
+    return next(f["value"] for f in report["serialized_fields"] if f["name"] == name)
+
+
+WORKSPACE_PROFILES = [
+    # (case, profile): the first is the audit's case, where batch 1..64 needs most near batch 31 and little at 64
+    (lambda: _gn_case((64, 64, 64, 64), groups=32)[0], (1, 64, 64)),
+    (lambda: _gn_case((8, 64, 4096), groups=32, reduce="mean")[0], (3, 8, 40)),
+    (lambda: _gn_case((16, 64, 64, 64), groups=32, dynamic="all")[0], (1, 16, 100)),
+    (lambda: _gemm_case((64, 8192), 64, groups=4, pre="mish")[0], (1, 64, 300)),
+]
+
+
+@pytest.mark.parametrize("index", range(len(WORKSPACE_PROFILES)))
+def test_workspace_covers_every_batch_of_the_profile(build, wsmodel, tmp_path, index):
+    make, profile = WORKSPACE_PROFILES[index]
+    case = make()
+    case.profile_batch = profile
+    case.workspace_probe = True
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok, r.report  # the harness fails the "workspace" stage if any single batch needs more
+    probe = r.report["workspace_probe"]
+    assert probe["batches"] == profile[2] - profile[0] + 1
+    assert r.report["workspace_bytes"] >= max(probe["needs"]) > 0
+    assert r.report["workspace_bytes"] == _serialized_int(r.report, "workspace_bytes")
+
+
+def test_workspace_need_is_not_monotone_in_the_audit_case(build, wsmodel, tmp_path):
+    """The profile's ends alone under-reserve: the interior batch needs more than batch 1 and batch 64."""
+    case = _gn_case((64, 64, 64, 64), groups=32)[0]
+    case.profile_batch, case.workspace_probe = (1, 64, 64), True
+    needs = H.run_case(build, case, tmp_path, plugin=wsmodel).report["workspace_probe"]["needs"]
+    assert max(needs) > max(needs[0], needs[-1])
+
+
+def test_workspace_of_a_wide_profile_is_sampled_but_covers_small_batches(build, wsmodel, tmp_path):
+    case = _gn_case((64, 64, 64, 64), groups=32)[0]
+    case.profile_batch, case.workspace_probe = (1, 64, 400_000), True  # beyond the exhaustive probe budget
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok, {k: v for k, v in r.report.items() if k != "workspace_probe"}
+
+
+RUNTIME_REJECTIONS = {
+    # name: (case builder, runtime descriptions, expected stage, words of the logged error)
+    "batch_beyond_reserved_workspace": (
+        lambda: _gn_case((2, 64, 64, 64), groups=32)[0], {"X": (torch.float32, (9, 64, 64, 64))},
+        "shape_change", "reserved"),
+    "C_not_divisible_at_runtime": (
+        lambda: _gn_case((3, 12, 5), groups=4, dynamic="all")[0],
+        {"X": (torch.float32, (3, 10, 5)), "gamma": (torch.float32, (10,)), "beta": (torch.float32, (10,))},
+        "shape_change", "divisible"),
+    "gamma_mismatch_at_runtime": (
+        lambda: _gn_case((3, 12, 5), groups=4, dynamic="all")[0], {"X": (torch.float32, (3, 8, 5))},
+        "shape_change", "gamma"),
+    "W_type_differs_from_X": (
+        lambda: _gemm_case((4, 8), 8)[0], {"W": (torch.float16, (8, 8))}, "shape_change", "float16"),
+    "param_types_mixed": (
+        lambda: _gn_case((2, 6, 4), dtype=torch.float16)[0], {"beta": (torch.float16, (6,))}, "shape_change",
+        "beta"),
+    "output_wrong_size": (
+        lambda: _gn_case((2, 6, 4))[0], {"Y": (torch.float32, (2, 6, 3))}, "shape_change", "Y has shape"),
+    "output_wrong_type": (
+        lambda: _gn_case((2, 6, 4))[0], {"Y": (torch.float16, (2, 6, 4))}, "shape_change", "Y is float16"),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNTIME_REJECTIONS))
+def test_bad_runtime_descriptions_refused_at_shape_change(build, wsmodel, tmp_path, name):
+    make, runtime, stage, words = RUNTIME_REJECTIONS[name]
+    case = make()
+    case.profile_batch = (1, 2, 2) if name.startswith("batch") else None
+    case.runtime, case.expect_fail = runtime, stage
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok, r.report  # every stage before passed, and the plugin refused exactly here with a logged error
+    assert r.stages[-1] == "attach"
+    assert any(words in e and "onShapeChange" in e for e in r.report["plugin_errors"]), r.report["plugin_errors"]
+
+
+def test_runtime_batch_inside_the_profile_is_accepted(build, wsmodel, tmp_path):
+    case = _gn_case((64, 64, 64, 64), groups=32)[0]
+    case.profile_batch = (1, 64, 64)
+    case.runtime = {"X": (torch.float32, (31, 64, 64, 64))}  # the batch with the largest need
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok, r.report
+    assert r.stages == ALL_STAGES
+    assert r.report["runtime_output_shape"] == [31, 64, 64, 64]
+
+
+@pytest.mark.parametrize("enqueue_only,words", [({"W": (torch.bfloat16, (8, 8))}, "W is bfloat16"),
+                                                ({"X": (torch.float32, (400, 8))}, "expected 3200 elements")])
+def test_enqueue_rechecks_its_own_descriptions(build, wsmodel, tmp_path, enqueue_only, words):
+    case = _gemm_case((4, 8), 8, groups=4)[0]
+    case.enqueue_only, case.fake_buffers, case.expect_fail = enqueue_only, True, "enqueue"
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok, r.report
+    assert "shape_change" in r.stages
+    assert any(words in e and "enqueue" in e for e in r.report["plugin_errors"]), r.report["plugin_errors"]
+
+
+def test_enqueue_with_good_descriptions_reaches_the_kernels(build, wsmodel, tmp_path):
+    """Control for the test above: without a bad description, the refusal is the stand-in kernels' own."""
+    case = _gemm_case((4, 8), 8, groups=4)[0]
+    case.fake_buffers, case.expect_fail = True, "enqueue"
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok, r.report
+    assert any("no CUDA kernels" in e for e in r.report["plugin_errors"]), r.report["plugin_errors"]

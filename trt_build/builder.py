@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from fusedops.errors import FusedopsError
+
+log = logging.getLogger("fusedops.trt_build")
 
 PRECISIONS = ("tf32", "fp32", "fp16", "bf16")
 DEFAULT_WORKSPACE_MB = 4096
@@ -265,6 +268,24 @@ def default_plugin_library() -> Path | None:
     return p if p.is_file() else None
 
 
+def tf32_plugin_nodes(onnx_path: str | os.PathLike) -> list[str]:
+    """Names of the fusedops GEMM nodes whose allow_tf32 attribute is 1 (absent = the catalog default, 1)."""
+    import onnx
+    from onnx import helper
+
+    from fusedops.catalog import DOMAIN
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    out = []
+    for n in model.graph.node:
+        if n.domain != DOMAIN or n.op_type != "GemmGroupNormAct":
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        if int(attrs.get("allow_tf32", 1)) == 1:
+            out.append(n.name or n.output[0])
+    return out
+
+
 def has_fusedops_nodes(onnx_path: str | os.PathLike) -> bool:
     import onnx
 
@@ -454,6 +475,16 @@ def build_engine(onnx_path, engine_path, precision: str = "tf32", min_batch: int
         raise FusedopsError("the model has fusedops nodes but no plugin library was given or built "
                             f"({PLUGIN_LIBRARY_NAME}); pass --plugin-library or build plugins/ with CMake")
 
+    notes = []
+    if precision == "fp32":
+        # TensorRT's flags do not reach plugin fields: the plugin GEMM follows each node's own allow_tf32.
+        tf32_nodes = tf32_plugin_nodes(src)
+        if tf32_nodes:
+            notes.append(f"precision fp32 clears TensorRT's TF32 flag, but fusedops node(s) "
+                         f"{', '.join(tf32_nodes)} have allow_tf32=1 and will still run their GEMM in TF32; "
+                         f"export with allow_tf32=0 for a strict FP32 engine")
+            log.warning(notes[-1])
+
     trt = _import_tensorrt()
     plan = precision_plan(precision, _trt_major(trt))
     if plan.required_input_dtype:
@@ -470,7 +501,8 @@ def build_engine(onnx_path, engine_path, precision: str = "tf32", min_batch: int
         plugin_hash=file_sha256(plugin) if plugin else "none"))
     result = BuildResult(engine_path=dst, cache_key=key, cached=False, seconds=0.0, precision=precision,
                          profile={k: [list(s) for s in v] for k, v in profile.items()},
-                         tensorrt_version=str(trt.__version__), plugin_library=str(plugin) if plugin else None)
+                         tensorrt_version=str(trt.__version__), plugin_library=str(plugin) if plugin else None,
+                         notes=notes)
 
     cached_plan = Path(cache_dir) / f"{key}.plan" if cache_dir else None
     if cached_plan is not None and cached_plan.is_file() and not force:

@@ -25,11 +25,11 @@ CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 
 
 def tensorrt_include_dir() -> Path | None:
-    """The TensorRT headers: $TENSORRT_INCLUDE_DIR, else third_party/tensorrt/include; None if absent."""
-    for cand in (os.environ.get("TENSORRT_INCLUDE_DIR"), REPO_ROOT / "third_party" / "tensorrt" / "include"):
-        if cand and (Path(cand) / "NvInferRuntime.h").is_file():
-            return Path(cand)
-    return None
+    """The TensorRT headers: $TENSORRT_INCLUDE_DIR when set (and only it), else third_party/tensorrt/include; None
+    if absent."""
+    env = os.environ.get("TENSORRT_INCLUDE_DIR")
+    cand = Path(env) if env else REPO_ROOT / "third_party" / "tensorrt" / "include"
+    return cand if (cand / "NvInferRuntime.h").is_file() else None
 
 
 def native_build_dir() -> Path:
@@ -42,6 +42,9 @@ class HarnessBuild:
     harness: Path
     plugin: Path
     real_kernels: bool  # False: libfusedops_trt_buildphase.so (no CUDA kernels; enqueue fails by design)
+    # libfusedops_trt_wsmodel.so: kernel stand-ins with the CUDA planner's (non-monotone) workspace sizes; None if
+    # this configuration predates it
+    wsmodel_plugin: Path | None = None
 
 
 def build_harness(build_dir: Path | None = None, jobs: int | None = None) -> HarnessBuild:
@@ -62,10 +65,12 @@ def build_harness(build_dir: Path | None = None, jobs: int | None = None) -> Har
                             "see the configure log")
     targets = dict(line.split("=", 1) for line in targets_file.read_text().split() if "=" in line)
     plugin_target = targets["plugin"]
+    wsmodel_target = targets.get("wsmodel")
     _run(["cmake", "--build", str(bdir), "--target", plugin_target, "fusedops_trt_harness",
-          "-j", str(jobs or os.cpu_count() or 2)], "build")
+          *([wsmodel_target] if wsmodel_target else []), "-j", str(jobs or os.cpu_count() or 2)], "build")
     return HarnessBuild(harness=bdir / "bin" / "fusedops_trt_harness", plugin=bdir / "lib" / f"lib{plugin_target}.so",
-                        real_kernels=plugin_target == "fusedops_trt")
+                        real_kernels=plugin_target == "fusedops_trt",
+                        wsmodel_plugin=bdir / "lib" / f"lib{wsmodel_target}.so" if wsmodel_target else None)
 
 
 def _run(cmd: list[str], what: str) -> None:
@@ -113,6 +118,12 @@ class HarnessCase:
     dynamic: str = "batch"  # which dims of X the IExprBuilder keeps symbolic: batch | all | none
     expect_fail: str | None = None  # stage at which the plugin must refuse cleanly
     no_fields: bool = False
+    profile_batch: tuple[int, int, int] | None = None  # X's batch (min, opt, max); default 1 / actual / 2x actual
+    workspace_probe: bool = False  # check getWorkspaceSize over the profile against every single batch in it
+    # Descriptions onShapeChange and enqueue get instead of the build shapes: name -> (dtype, shape); "Y" the output
+    runtime: dict[str, tuple[torch.dtype, tuple[int, ...]]] = field(default_factory=dict)
+    enqueue_only: dict[str, tuple[torch.dtype, tuple[int, ...]]] = field(default_factory=dict)  # enqueue alone
+    fake_buffers: bool = False  # enqueue refusal without CUDA (expect_fail="enqueue" only)
 
 
 @dataclass
@@ -132,10 +143,11 @@ class HarnessResult:
 
 
 def run_case(build: HarnessBuild, case: HarnessCase, workdir: Path, enqueue: bool = False, iters: int = 0,
-             timeout: float = 600) -> HarnessResult:
+             timeout: float = 600, plugin: Path | None = None) -> HarnessResult:
+    """Run one case; ``plugin`` replaces the configuration's plugin library (e.g. ``build.wsmodel_plugin``)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    cmd = [str(build.harness), "--plugin", str(build.plugin), "--op", case.op, "--dynamic", case.dynamic]
+    cmd = [str(build.harness), "--plugin", str(plugin or build.plugin), "--op", case.op, "--dynamic", case.dynamic]
     for f in case.fields:
         cmd += ["--field", f]
     if case.no_fields:
@@ -156,6 +168,17 @@ def run_case(build: HarnessBuild, case: HarnessCase, workdir: Path, enqueue: boo
             cmd += ["--iters", str(iters)]
     if case.expect_fail:
         cmd += ["--expect-fail", case.expect_fail]
+    if case.profile_batch:
+        cmd += ["--profile-batch", ":".join(str(b) for b in case.profile_batch)]
+    if case.workspace_probe:
+        cmd.append("--workspace-probe")
+    for name, (dt, shape) in case.runtime.items():
+        spec = f"{DTYPE_CODES[dt]}:{'x'.join(str(d) for d in shape)}"
+        cmd += ["--runtime-output", spec] if name == "Y" else ["--runtime-input", f"{name}:{spec}"]
+    for name, (dt, shape) in case.enqueue_only.items():
+        cmd += ["--enqueue-input", f"{name}:{DTYPE_CODES[dt]}:{'x'.join(str(d) for d in shape)}"]
+    if case.fake_buffers:
+        cmd.append("--fake-buffers")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode == 2 or not lines:
@@ -165,7 +188,8 @@ def run_case(build: HarnessBuild, case: HarnessCase, workdir: Path, enqueue: boo
     if enqueue and "enqueue" in report.get("stages", []):
         dtype = CODE_DTYPES[report["output_dtype"]]
         raw = out_path.read_bytes()
-        output = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(report["output_shape"])
+        shape = report.get("runtime_output_shape", report["output_shape"])
+        output = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
     return HarnessResult(report, proc.returncode, proc.stderr, output)
 
 

@@ -60,6 +60,28 @@ class DeviceBuffer:
         return cls(int(iface["data"][0]), shape, dtype, obj)
 
 
+def same_dtype(got, want) -> bool:
+    """Buffer dtype equality where bfloat16 is the string "bfloat16" (numpy has no such type)."""
+    if isinstance(got, str) or isinstance(want, str):
+        return got == want
+    return np.dtype(got) == np.dtype(want)
+
+
+def host_array(value) -> tuple[np.ndarray, Any]:
+    """A host input as a contiguous numpy array plus its engine dtype; torch bfloat16 (which .numpy() refuses)
+    travels as its raw 16-bit pattern with dtype "bfloat16"."""
+    if hasattr(value, "detach"):
+        t = value.detach().cpu().contiguous()
+        if str(t.dtype) == "torch.bfloat16":
+            import torch
+
+            return t.view(torch.int16).numpy().view(np.uint16), "bfloat16"
+        arr = t.numpy()
+    else:
+        arr = np.ascontiguousarray(np.asarray(value))
+    return arr, arr.dtype
+
+
 def _load_cudart():
     """libcudart for stream capture (TensorRT needs no more than the runtime API here)."""
     names = [ctypes.util.find_library("cudart"), "libcudart.so", "libcudart.so.13", "libcudart.so.12"]
@@ -170,12 +192,12 @@ class Engine:
         else:
             import pycuda.gpuarray as gpuarray
 
-            host = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+            host, dtype = host_array(value)
             _ = self.stream  # creates the context before the first allocation
-            arr = gpuarray.to_gpu(np.ascontiguousarray(host))  # synchronous: safe on whatever stream executes
-            buf = DeviceBuffer.from_cuda_array(arr)
+            arr = gpuarray.to_gpu(host)  # synchronous: safe on whatever stream executes
+            buf = DeviceBuffer(int(arr.gpudata), tuple(host.shape), dtype, arr)
         want = self._np_dtype(name)
-        if buf.dtype != want and not (want == "bfloat16" and buf.dtype == "bfloat16"):
+        if not same_dtype(buf.dtype, want):
             raise FusedopsError(f"input {name!r} must be {want}, got {buf.dtype}")
         return buf
 
@@ -201,6 +223,9 @@ class Engine:
                 buf = DeviceBuffer.from_cuda_array(outputs[name])
                 if buf.shape != shape:
                     raise FusedopsError(f"output {name!r} buffer has shape {buf.shape}, the engine writes {shape}")
+                want = self._np_dtype(name)
+                if not same_dtype(buf.dtype, want):
+                    raise FusedopsError(f"output {name!r} buffer is {buf.dtype}, the engine writes {want}")
             else:
                 import pycuda.gpuarray as gpuarray
 

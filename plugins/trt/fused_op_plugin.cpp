@@ -2,7 +2,9 @@
 #include "fused_op_plugin.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
+#include <limits>
 #include <new>
 
 namespace fusedops::trt {
@@ -21,7 +23,39 @@ using nvinfer1::TensorFormat;
 
 namespace {
 constexpr size_t kErrLen = 1024;
+
+char const* typeName(DataType t) {
+  switch (t) {
+    case DataType::kFLOAT: return "float32";
+    case DataType::kHALF: return "float16";
+    case DataType::kBF16: return "bfloat16";
+    default: return "an unsupported type";
+  }
 }
+
+// Values probed for one dim over [lo, hi]: all of them when there are at most `cap`; otherwise the low end densely
+// (where the kernels' block-splitting makes the need non-monotone), then geometric steps up to hi.
+std::vector<int64_t> probeValues(int64_t lo, int64_t hi, int64_t cap) {
+  std::vector<int64_t> v;
+  if (hi - lo < cap) {
+    for (int64_t x = lo; x <= hi; ++x) v.push_back(x);
+    return v;
+  }
+  int64_t const dense = std::max<int64_t>(cap / 2, 1);
+  for (int64_t x = lo; x < lo + dense; ++x) v.push_back(x);
+  int64_t const steps = std::max<int64_t>(cap - dense - 1, 1);
+  double const start = static_cast<double>(std::max<int64_t>(lo + dense, 1));
+  double const ratio = std::pow(static_cast<double>(hi) / start, 1.0 / static_cast<double>(steps));
+  double x = start;
+  for (int64_t s = 0; s < steps; ++s) {
+    x *= ratio;
+    int64_t const xi = std::llround(x);
+    if (xi > v.back() && xi < hi) v.push_back(xi);
+  }
+  v.push_back(hi);
+  return v;
+}
+}  // namespace
 
 IPluginCapability* FusedOpPlugin::getCapabilityInterface(PluginCapabilityType type) noexcept {
   switch (type) {
@@ -152,6 +186,8 @@ int32_t FusedOpPlugin::configurePlugin(DynamicPluginTensorDesc const* in, int32_
       fail("configurePlugin", "at the profile's min shapes: " + err);
       return -1;
     }
+    // What getWorkspaceSize will report for these ranges; serialised so enqueue knows the real buffer size.
+    mCfg.workspaceBytes = static_cast<int64_t>(profileWorkspace(in, nbInputs));
     return 0;
   } catch (std::exception const& e) {
     fail("configurePlugin", e.what());
@@ -161,72 +197,141 @@ int32_t FusedOpPlugin::configurePlugin(DynamicPluginTensorDesc const* in, int32_
   }
 }
 
+size_t FusedOpPlugin::profileWorkspace(DynamicPluginTensorDesc const* in, int32_t nbInputs) const {
+  DataType const xType = in[0].desc.type;
+  DataType const pType = in[numDataTypedInputs()].desc.type;
+  struct Axis {
+    int32_t input, dim;
+    std::vector<int64_t> values;
+  };
+  std::vector<Axis> axes;
+  double combos = 1.0;
+  for (int32_t i = 0; i < nbInputs; ++i)
+    for (int32_t k = 0; k < in[i].max.nbDims; ++k)
+      if (in[i].min.d[k] != in[i].max.d[k]) {
+        axes.push_back({i, k, {}});
+        combos *= static_cast<double>(in[i].max.d[k] - in[i].min.d[k] + 1);
+      }
+  bool const exhaustive = combos <= static_cast<double>(kMaxWorkspaceProbes);
+  int64_t const cap = exhaustive ? std::numeric_limits<int64_t>::max()
+                                 : std::max<int64_t>(2, static_cast<int64_t>(std::floor(std::pow(
+                                       static_cast<double>(kMaxWorkspaceProbes), 1.0 / axes.size()))));
+  for (auto& a : axes)
+    a.values = probeValues(std::max<int64_t>(in[a.input].min.d[a.dim], 0), in[a.input].max.d[a.dim], cap);
+  std::vector<Dims> dims(nbInputs);
+  for (int32_t i = 0; i < nbInputs; ++i) dims[i] = in[i].max;
+  std::vector<size_t> idx(axes.size(), 0);
+  size_t bytes = 0;
+  std::string err;
+  RunDesc desc;
+  for (;;) {
+    for (size_t a = 0; a < axes.size(); ++a) dims[axes[a].input].d[axes[a].dim] = axes[a].values[idx[a]];
+    // Combinations the kernels refuse (e.g. X's C against gamma's) cannot occur at runtime: skipped.
+    if (volume(dims[0]) > 0 && checkedDesc(dims.data(), xType, pType, desc, err))
+      bytes = std::max(bytes, workspaceSize(desc));
+    size_t a = 0;
+    for (; a < axes.size(); ++a) {
+      if (++idx[a] < axes[a].values.size()) break;
+      idx[a] = 0;
+    }
+    if (a == axes.size()) break;
+  }
+  return bytes;
+}
+
 size_t FusedOpPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
                                        DynamicPluginTensorDesc const* /*outputs*/, int32_t nbOutputs) const noexcept {
   try {
     std::string err;
     if (inputs == nullptr || !checkCounts(nbInputs, nbOutputs, err)) return 0;
-    DataType const xType = inputs[0].desc.type;
-    DataType const pType = inputs[numDataTypedInputs()].desc.type;
-    // The largest need over the profile's min, opt and max shapes (enqueue asks again for the actual shapes).
-    size_t bytes = 0;
-    for (int which = 0; which < 3; ++which) {
-      std::vector<Dims> dims(nbInputs);
-      for (int32_t i = 0; i < nbInputs; ++i)
-        dims[i] = which == 0 ? inputs[i].min : which == 1 ? inputs[i].opt : inputs[i].max;
-      RunDesc desc;
-      if (volume(dims[0]) > 0 && checkedDesc(dims.data(), xType, pType, desc, err))
-        bytes = std::max(bytes, workspaceSize(desc));
-    }
-    return bytes;
+    return profileWorkspace(inputs, nbInputs);
   } catch (...) {
     return 0;
   }
 }
 
-int32_t FusedOpPlugin::onShapeChange(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* /*out*/,
+bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, PluginTensorDesc const* out, RunDesc& desc,
+                                std::string& err) const {
+  int32_t const nbInputs = mCfg.numInputs();
+  int32_t const firstParam = numDataTypedInputs();
+  DataType const xType = in[0].type;
+  // TensorRT passes what supportsFormatCombination accepted; anything else would make the kernels misread memory.
+  for (int32_t i = 0; i < nbInputs; ++i) {
+    DataType const t = in[i].type;
+    bool const ok = i == 0            ? isSupportedFloat(t)
+                    : i < firstParam  ? t == xType
+                    : i == firstParam ? (t == DataType::kFLOAT || t == xType)
+                                      : t == in[firstParam].type;
+    if (!ok || in[i].format != TensorFormat::kLINEAR) {
+      err = inputName(i) + " is " + typeName(t) + (in[i].format != TensorFormat::kLINEAR ? " (not LINEAR)" : "") +
+            ", which no negotiated combination allows (X is " + typeName(xType) + ")";
+      return false;
+    }
+  }
+  if (out->type != xType || out->format != TensorFormat::kLINEAR) {
+    err = std::string("Y is ") + typeName(out->type) + ", expected X's type " + typeName(xType) + " in LINEAR format";
+    return false;
+  }
+  desc = RunDesc{};
+  if (volume(in[0].dims) == 0) return true;  // empty batch: desc.gn.N == 0, nothing to run
+  std::vector<Dims> dims(nbInputs);
+  for (int32_t i = 0; i < nbInputs; ++i) dims[i] = in[i].dims;
+  if (!checkedDesc(dims.data(), xType, in[firstParam].type, desc, err)) return false;
+  int64_t const expected = desc.gn.N * (mCfg.reduce != FUSEDOPS_REDUCE_NONE ? 1 : desc.gn.C) * desc.gn.S;
+  if (volume(out->dims) != expected) {
+    err = "Y has shape " + dimsText(out->dims) + ", expected " + std::to_string(expected) + " elements";
+    return false;
+  }
+  size_t const need = workspaceSize(desc);
+  if (mCfg.workspaceBytes >= 0 && need > static_cast<uint64_t>(mCfg.workspaceBytes)) {
+    err = "these shapes need " + std::to_string(need) + " bytes of workspace but the engine reserved " +
+          std::to_string(mCfg.workspaceBytes) + " (shapes outside the optimisation profile?)";
+    return false;
+  }
+  return true;
+}
+
+int32_t FusedOpPlugin::onShapeChange(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out,
                                      int32_t nbOutputs) noexcept {
   try {
     std::string err;
-    if (in == nullptr || !checkCounts(nbInputs, nbOutputs, err)) {
+    if (in == nullptr || out == nullptr || !checkCounts(nbInputs, nbOutputs, err)) {
       fail("onShapeChange", err.empty() ? "null tensor descriptions" : err);
       return -1;
     }
-    if (volume(in[0].dims) == 0) return 0;  // empty batch: nothing to check or run
-    std::vector<Dims> dims(nbInputs);
-    for (int32_t i = 0; i < nbInputs; ++i) dims[i] = in[i].dims;
     RunDesc desc;
-    if (!checkedDesc(dims.data(), in[0].type, in[numDataTypedInputs()].type, desc, err)) {
+    if (!runtimeDesc(in, out, desc, err)) {
       fail("onShapeChange", err);
       return -1;
     }
     return 0;
+  } catch (std::exception const& e) {
+    fail("onShapeChange", e.what());
+    return -1;
   } catch (...) {
     return -1;
   }
 }
 
-int32_t FusedOpPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc const* /*outputDesc*/,
+int32_t FusedOpPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc const* outputDesc,
                                void const* const* inputs, void* const* outputs, void* workspace,
                                cudaStream_t stream) noexcept {
   try {
-    int32_t const nbInputs = mCfg.numInputs();
-    if (inputDesc == nullptr || inputs == nullptr || outputs == nullptr) {
+    if (inputDesc == nullptr || outputDesc == nullptr || inputs == nullptr || outputs == nullptr) {
       fail("enqueue", "null tensor descriptions or pointers");
       return -1;
     }
-    if (volume(inputDesc[0].dims) == 0) return 0;
-    // Recomputed from the call's own descriptions: no state shared with other contexts or calls.
-    Dims dims[FUSEDOPS_MAX_EXTRAS + 5];
-    for (int32_t i = 0; i < nbInputs; ++i) dims[i] = inputDesc[i].dims;
+    // Checked again from the call's own descriptions: no state shared with other contexts or calls.
     RunDesc desc;
     std::string err;
-    if (!checkedDesc(dims, inputDesc[0].type, inputDesc[numDataTypedInputs()].type, desc, err)) {
+    if (!runtimeDesc(inputDesc, outputDesc, desc, err)) {
       fail("enqueue", err);
       return -1;
     }
-    // TensorRT allocated getWorkspaceSize() at the profile's worst case; the actual shapes need no more.
-    size_t const wsBytes = workspaceSize(desc);
+    if (desc.gn.N == 0) return 0;
+    // The size TensorRT actually allocated, so the kernels' own workspace check stays meaningful. Fields without
+    // workspace_bytes (an engine from an older plugin build) leave only the need to pass.
+    size_t const wsBytes = mCfg.workspaceBytes >= 0 ? static_cast<size_t>(mCfg.workspaceBytes) : workspaceSize(desc);
     char msg[kErrLen] = {0};
     int32_t const rc = launch(desc, inputs, outputs[0], workspace, wsBytes, stream, msg, sizeof msg);
     if (rc != FUSEDOPS_OK) {
@@ -234,6 +339,9 @@ int32_t FusedOpPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDe
       return -1;
     }
     return 0;
+  } catch (std::exception const& e) {
+    fail("enqueue", e.what());
+    return -1;
   } catch (...) {
     return -1;
   }

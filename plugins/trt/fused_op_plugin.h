@@ -14,6 +14,9 @@ namespace fusedops::trt {
 // One descriptor type for both ops: GroupNormAct uses `gn` only.
 using RunDesc = fusedops_gemm_desc;
 
+// Shape combinations getWorkspaceSize evaluates exhaustively; larger profiles are sampled (README.md, Workspace).
+inline constexpr int64_t kMaxWorkspaceProbes = int64_t{1} << 18;
+
 class FusedOpPlugin : public nvinfer1::IPluginV3,
                       public nvinfer1::IPluginV3OneCore,
                       public nvinfer1::IPluginV3OneBuild,
@@ -77,6 +80,13 @@ class FusedOpPlugin : public nvinfer1::IPluginV3,
   bool checkedDesc(nvinfer1::Dims const* dims, nvinfer1::DataType xType, nvinfer1::DataType paramType,
                    RunDesc& desc, std::string& err) const;
   void fail(std::string const& where, std::string const& err) const noexcept;
+  // Largest kernel workspace need over the shapes of the profile's [min, max] ranges. The need is not monotone in
+  // the batch (the kernels split small problems into more blocks), so the ends of the range are not enough.
+  size_t profileWorkspace(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs) const;
+  // onShapeChange / enqueue descriptions → checked descriptor: types and formats as negotiated, the output's size,
+  // and a workspace need within what TensorRT reserved.
+  bool runtimeDesc(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out, RunDesc& desc,
+                   std::string& err) const;
 
   OpConfig mCfg;
   SerializedFields mSerialized;

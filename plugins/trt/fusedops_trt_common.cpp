@@ -191,6 +191,13 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
           break;
         }
         (name == "trans_b" ? cfg.transB : cfg.allowTf32) = static_cast<int32_t>(iv);
+      } else if (name == "workspace_bytes") {
+        if (!readInt(f, iv, err)) break;
+        if (iv < 0) {
+          err = "workspace_bytes must be >= 0, got " + std::to_string(iv);
+          break;
+        }
+        cfg.workspaceBytes = iv;
       } else if (name == "plugin_namespace" || name == "plugin_version") {
         // Attributes the ONNX parser uses to pick the plugin; they carry no meaning for the plugin itself.
       } else {
@@ -268,6 +275,8 @@ PluginFieldCollection const* SerializedFields::build(OpConfig const& cfg) {
     mFields.emplace_back("trans_b", &mCfg.transB, PluginFieldType::kINT32, 1);
     mFields.emplace_back("allow_tf32", &mCfg.allowTf32, PluginFieldType::kINT32, 1);
   }
+  if (mCfg.workspaceBytes >= 0)
+    mFields.emplace_back("workspace_bytes", &mCfg.workspaceBytes, PluginFieldType::kINT64, 1);
   mCollection.nbFields = static_cast<int32_t>(mFields.size());
   mCollection.fields = mFields.data();
   return &mCollection;

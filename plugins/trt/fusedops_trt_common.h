@@ -40,6 +40,9 @@ struct OpConfig {
   fusedops_chain post{};
   int32_t reduce{FUSEDOPS_REDUCE_NONE};
   int32_t numExtras{0};
+  // Workspace TensorRT reserved for this node (getWorkspaceSize over the profile), set by configurePlugin and
+  // serialised, so the runtime phase knows the real buffer size; -1 = unknown (fields from the ONNX parser).
+  int64_t workspaceBytes{-1};
 
   int32_t numFixedInputs() const noexcept { return kind == OpKind::kGroupNormAct ? 3 : 5; }
   int32_t numInputs() const noexcept { return numFixedInputs() + numExtras; }

@@ -133,13 +133,59 @@ def test_group_norm_act_against_float64(build, tmp_path, dtype, param_dtype, sha
     torch.testing.assert_close(got, _reference(case, attrs), rtol=tol, atol=tol)
 
 
-def test_enqueue_rejects_bad_runtime_shapes(build, tmp_path):
-    """A runtime shape the kernels cannot take is refused at onShapeChange, logged, and never launched."""
+def test_bad_runtime_shapes_refused_at_shape_change(build, tmp_path):
+    """A runtime shape the kernels cannot take, hidden from the build phase by a fully dynamic X (built at C = 12),
+    is refused by onShapeChange with the reason logged, and never launched."""
     attrs = catalog.FusedAttrs(num_groups=4)
-    x = torch.rand(3, 10, 5)  # C = 10 not divisible by 4, hidden from the build phase by a fully dynamic X
-    inputs = [H.HarnessInput.of("X", x), H.HarnessInput.of("gamma", torch.ones(10)),
-              H.HarnessInput.of("beta", torch.zeros(10))]
+    inputs = [H.HarnessInput("X", (3, 12, 5), data=torch.rand(3, 10, 5)),
+              H.HarnessInput("gamma", (12,), data=torch.ones(10)), H.HarnessInput("beta", (12,), data=torch.zeros(10))]
     case = H.HarnessCase("GroupNormAct", H.fields_from_attrs("GroupNormAct", attrs), inputs, dynamic="all",
-                         expect_fail="configure")
+                         expect_fail="shape_change",
+                         runtime={"X": (torch.float32, (3, 10, 5)), "gamma": (torch.float32, (10,)),
+                                  "beta": (torch.float32, (10,))})
     r = H.run_case(build, case, tmp_path, enqueue=True)
-    assert r.ok and "divisible" in " ".join(r.report["plugin_errors"])
+    assert r.ok, r.report
+    assert r.stages[-1] == "attach"
+    assert any("onShapeChange" in e and "divisible" in e for e in r.report["plugin_errors"]), r.report
+
+
+def test_enqueue_refuses_descriptions_it_was_not_configured_for(build, tmp_path):
+    """enqueue re-checks its own descriptions (here W as bfloat16 beside float32 X) before launching anything."""
+    x, w = torch.rand(4, 8), torch.rand(8, 8)
+    inputs = [H.HarnessInput.of("X", x), H.HarnessInput.of("W", w)] + [
+        H.HarnessInput.of(n, torch.rand(8)) for n in ("B", "gamma", "beta")]
+    case = H.HarnessCase("GemmGroupNormAct", H.fields_from_attrs("GemmGroupNormAct", catalog.FusedAttrs(num_groups=4)),
+                         inputs, expect_fail="enqueue", enqueue_only={"W": (torch.bfloat16, (8, 8))})
+    r = H.run_case(build, case, tmp_path, enqueue=True)
+    assert r.ok, r.report
+    assert any("enqueue" in e and "W is bfloat16" in e for e in r.report["plugin_errors"]), r.report
+
+
+@pytest.mark.parametrize("shape,groups,profile", [((64, 64, 64, 64), 32, (1, 64, 64)), ((8, 64, 4096), 32, (1, 8, 80))])
+def test_workspace_covers_every_batch_with_the_real_planner(build, tmp_path, shape, groups, profile):
+    """getWorkspaceSize over the profile >= the CUDA planner's need at every single batch in it (the need is not
+    monotone: batch 9 of (N, 64, 64, 64) with 32 groups needs more than batch 64)."""
+    attrs = catalog.FusedAttrs(num_groups=groups)
+    C = shape[1]
+    inputs = [H.HarnessInput("X", shape), H.HarnessInput("gamma", (C,)), H.HarnessInput("beta", (C,))]
+    case = H.HarnessCase("GroupNormAct", H.fields_from_attrs("GroupNormAct", attrs), inputs, profile_batch=profile,
+                         workspace_probe=True)
+    r = H.run_case(build, case, tmp_path)
+    assert r.ok, r.report
+    assert r.report["workspace_bytes"] >= max(r.report["workspace_probe"]["needs"])
+
+
+def test_batch_inside_the_profile_enqueues_with_the_reserved_workspace(build, tmp_path):
+    """Profile 1..64 at (N, 64, 64, 64), run at batch 9 (more workspace than batch 1 or 64): computes correctly."""
+    g = torch.Generator().manual_seed(3)
+    attrs = catalog.FusedAttrs(num_groups=32)
+    x = torch.randn(9, 64, 64, 64, generator=g)
+    params = [torch.randn(64, generator=g) for _ in range(2)]
+    inputs = [H.HarnessInput("X", (64, 64, 64, 64), data=x), H.HarnessInput.of("gamma", params[0]),
+              H.HarnessInput.of("beta", params[1])]
+    case = H.HarnessCase("GroupNormAct", H.fields_from_attrs("GroupNormAct", attrs), inputs, profile_batch=(1, 64, 64),
+                         runtime={"X": (torch.float32, (9, 64, 64, 64))})
+    r = H.run_case(build, case, tmp_path, enqueue=True)
+    assert r.ok, (r.report, r.stderr[-2000:])
+    ref = catalog.group_norm_act_reference(x.double(), params[0].double(), params[1].double(), [], attrs)
+    torch.testing.assert_close(r.output.double(), ref, rtol=1e-4, atol=1e-4)

@@ -8,6 +8,16 @@
 //   fusedops_trt_harness --plugin LIB --op GemmGroupNormAct --field num_groups:i32:10 --field post:char:mish
 //       --input X:f32:12x96[:x.bin] --input W:f32:160x96[:w.bin] ... [--dynamic batch|all|none]
 //       [--enqueue --output y.bin [--iters 20]] [--expect-fail STAGE] [--report report.json]
+//       [--profile-batch MIN:OPT:MAX] [--workspace-probe]
+//       [--runtime-input NAME:DTYPE:DIMS]... [--runtime-output DTYPE:DIMS] [--enqueue-input NAME:DTYPE:DIMS]...
+//       [--fake-buffers]
+//
+// --profile-batch sets X's batch range (default 1 : actual : max-batch-factor x actual). --workspace-probe also asks
+// getWorkspaceSize for every single batch of that range (min = opt = max) and fails the "workspace" stage if the
+// profile's answer is below any of them. --runtime-input / --runtime-output replace the descriptions onShapeChange and
+// enqueue get (shapes the build phase never saw); --enqueue-input replaces them for enqueue only. --fake-buffers
+// (with --expect-fail enqueue only) enqueues with host placeholders and no CUDA, to test refusals on machines
+// without a GPU: a plugin that accepted would hand them to its kernels.
 //
 // Exit status: 0 when the walk ended as expected (all stages passed, or it failed exactly at --expect-fail with an
 // error logged through the logger finder), 1 otherwise, 2 for bad usage.
@@ -236,6 +246,13 @@ struct Options {
   std::string expectFail;
   std::string reportPath;
   int device = 0;
+  int64_t profileBatch[3] = {-1, -1, -1};  // min, opt, max of X's dim 0; -1 = default
+  bool workspaceProbe = false;
+  std::vector<InputArg> runtimeInputs;   // onShapeChange + enqueue
+  std::vector<InputArg> enqueueInputs;   // enqueue only
+  bool runtimeOutputSet = false;
+  InputArg runtimeOutput;
+  bool fakeBuffers = false;
 };
 
 [[noreturn]] void usage(std::string const& msg) {
@@ -373,16 +390,40 @@ Options parseArgs(int argc, char** argv) {
     else if (a == "--expect-fail") o.expectFail = next();
     else if (a == "--report") o.reportPath = next();
     else if (a == "--device") o.device = std::stoi(next());
+    else if (a == "--profile-batch") {
+      auto parts = split(next(), ':');
+      if (parts.size() != 3) usage("--profile-batch wants MIN:OPT:MAX");
+      for (int k = 0; k < 3; ++k) o.profileBatch[k] = std::stoll(parts[k]);
+      if (o.profileBatch[0] < 0 || o.profileBatch[0] > o.profileBatch[1] || o.profileBatch[1] > o.profileBatch[2])
+        usage("--profile-batch needs 0 <= MIN <= OPT <= MAX");
+    }
+    else if (a == "--workspace-probe") o.workspaceProbe = true;
+    else if (a == "--runtime-input") o.runtimeInputs.push_back(parseInput(next()));
+    else if (a == "--enqueue-input") o.enqueueInputs.push_back(parseInput(next()));
+    else if (a == "--runtime-output") {
+      o.runtimeOutput = parseInput("Y:" + next());
+      o.runtimeOutputSet = true;
+    }
+    else if (a == "--fake-buffers") o.fakeBuffers = true;
     else usage("unknown argument '" + a + "'");
   }
   if (o.plugin.empty()) usage("--plugin is required");
   if (!o.list && o.op.empty()) usage("--op is required (or --list)");
   if (!o.list && o.inputs.empty()) usage("at least one --input is required");
   if (o.dynamic != "batch" && o.dynamic != "all" && o.dynamic != "none") usage("--dynamic is batch, all or none");
-  if (o.enqueue) {
+  if (o.fakeBuffers && o.expectFail != "enqueue") usage("--fake-buffers is for --expect-fail enqueue only");
+  if (o.fakeBuffers) o.enqueue = true;
+  if (o.enqueue && !o.fakeBuffers) {
     for (auto const& in : o.inputs)
       if (in.path.empty()) usage("--enqueue needs a data file for every input (" + in.name + ")");
   }
+  auto known = [&](std::vector<InputArg> const& overrides, char const* flag) {
+    for (auto const& r : overrides)
+      if (std::none_of(o.inputs.begin(), o.inputs.end(), [&](InputArg const& in) { return in.name == r.name; }))
+        usage(std::string(flag) + " names no --input: " + r.name);
+  };
+  known(o.runtimeInputs, "--runtime-input");
+  known(o.enqueueInputs, "--enqueue-input");
   return o;
 }
 
@@ -492,8 +533,34 @@ struct DeviceBuffers {
   }
 };
 
+// Descriptions with --enqueue-input applied (enqueue only; buffers follow the onShapeChange descriptions).
+std::vector<PluginTensorDesc> enqueueDescs(Options const& o, std::vector<PluginTensorDesc> inDesc) {
+  for (auto const& e : o.enqueueInputs)
+    for (size_t i = 0; i < o.inputs.size(); ++i)
+      if (o.inputs[i].name == e.name) {
+        inDesc[i].dims = e.dims;
+        inDesc[i].type = e.type;
+      }
+  return inDesc;
+}
+
+// --fake-buffers: enqueue with host placeholders and no CUDA, for refusals on machines without a GPU.
+bool runFakeEnqueue(Options const& o, IPluginV3OneRuntime* rt, std::vector<PluginTensorDesc> const& inDesc,
+                    PluginTensorDesc const& outDesc, Report& report) {
+  std::vector<PluginTensorDesc> const enqDesc = enqueueDescs(o, inDesc);
+  std::vector<unsigned char> placeholder(64);
+  std::vector<void const*> inPtrs(inDesc.size(), placeholder.data());
+  void* outs[1] = {placeholder.data()};
+  int32_t const rc = rt->enqueue(enqDesc.data(), &outDesc, inPtrs.data(), outs, placeholder.data(), nullptr);
+  if (rc != 0) return report.fail("enqueue", "enqueue returned " + std::to_string(rc));
+  report.pass("enqueue");
+  return true;
+}
+
 bool runEnqueue(Options const& o, IPluginV3OneRuntime* rt, std::vector<PluginTensorDesc> const& inDesc,
                 PluginTensorDesc const& outDesc, size_t workspaceBytes, Report& report) {
+  if (o.fakeBuffers) return runFakeEnqueue(o, rt, inDesc, outDesc, report);
+  std::vector<PluginTensorDesc> const enqDesc = enqueueDescs(o, inDesc);
   CUDA_TRY(cudaSetDevice(o.device));
   DeviceBuffers buffers;
   cudaError_t err = cudaSuccess;
@@ -522,7 +589,7 @@ bool runEnqueue(Options const& o, IPluginV3OneRuntime* rt, std::vector<PluginTen
   CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> streamGuard(stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
   void* outs[1] = {out};
-  int32_t rc = rt->enqueue(inDesc.data(), &outDesc, inPtrs.data(), outs, ws, stream);
+  int32_t rc = rt->enqueue(enqDesc.data(), &outDesc, inPtrs.data(), outs, ws, stream);
   if (rc != 0) return report.fail("enqueue", "enqueue returned " + std::to_string(rc));
   CUDA_TRY(cudaStreamSynchronize(stream));
   CUDA_TRY(cudaGetLastError());
@@ -537,11 +604,15 @@ bool runEnqueue(Options const& o, IPluginV3OneRuntime* rt, std::vector<PluginTen
     cudaEvent_t start, stop;
     CUDA_TRY(cudaEventCreate(&start));
     CUDA_TRY(cudaEventCreate(&stop));
-    for (int w = 0; w < 3; ++w) rt->enqueue(inDesc.data(), &outDesc, inPtrs.data(), outs, ws, stream);
+    for (int w = 0; w < 3; ++w) {
+      rc = rt->enqueue(enqDesc.data(), &outDesc, inPtrs.data(), outs, ws, stream);
+      if (rc != 0) return report.fail("enqueue", "warm-up enqueue returned " + std::to_string(rc));
+    }
     std::vector<float> ms;
     for (int it = 0; it < o.iters; ++it) {
       CUDA_TRY(cudaEventRecord(start, stream));
-      rt->enqueue(inDesc.data(), &outDesc, inPtrs.data(), outs, ws, stream);
+      rc = rt->enqueue(enqDesc.data(), &outDesc, inPtrs.data(), outs, ws, stream);
+      if (rc != 0) return report.fail("enqueue", "timed enqueue returned " + std::to_string(rc));
       CUDA_TRY(cudaEventRecord(stop, stream));
       CUDA_TRY(cudaEventSynchronize(stop));
       float t = 0.F;
@@ -602,11 +673,16 @@ bool walk(Options const& o, IPluginCreatorV3One* creator, Report& report) {
     return report.fail("output_shapes", "getOutputShapes returned an error");
   if (eb.foreignExpressions || eb.declaredSizeTensor)
     return report.fail("output_shapes", "plugin used foreign expressions or declared a size tensor");
-  // Min / opt / max bindings: the batch symbol ranges over [1, factor * actual]; other symbols stay at their value.
+  // Min / opt / max bindings: the batch symbol ranges over [1, factor * actual] (or --profile-batch); other symbols
+  // stay at their value.
+  int64_t const batch0 = o.inputs[0].dims.d[0];
+  int64_t const batchRange[3] = {o.profileBatch[0] >= 0 ? o.profileBatch[0] : 1,
+                                 o.profileBatch[1] >= 0 ? o.profileBatch[1] : batch0,
+                                 o.profileBatch[2] >= 0 ? o.profileBatch[2] : batch0 * o.maxBatchFactor};
   auto binding = [&](int which) {
     std::vector<int64_t> b = actual;
     for (size_t s = 0; s < b.size(); ++s)
-      if (symbolDims[s].second == 0) b[s] = which == 0 ? 1 : which == 2 ? actual[s] * o.maxBatchFactor : actual[s];
+      if (symbolDims[s].second == 0) b[s] = batchRange[which];
     return b;
   };
   auto evalOut = [&](std::vector<int64_t> const& b, Dims& out) -> bool {
@@ -655,8 +731,9 @@ bool walk(Options const& o, IPluginCreatorV3One* creator, Report& report) {
   for (int32_t i = 0; i < nbInputs; ++i) {
     Dims mn = o.inputs[i].dims, opt = mn, mx = mn;
     if (i == 0 && o.dynamic != "none") {
-      mn.d[0] = 1;
-      mx.d[0] = mx.d[0] * o.maxBatchFactor;
+      mn.d[0] = batchRange[0];
+      opt.d[0] = batchRange[1];
+      mx.d[0] = batchRange[2];
     }
     fillDesc(io[i], o.inputs[i].dims, mn, opt, mx, inTypes[i], i == 0 && o.dynamic != "none",
              i == 0 && o.dynamic == "all");
@@ -690,6 +767,35 @@ bool walk(Options const& o, IPluginCreatorV3One* creator, Report& report) {
 
   size_t const workspaceBytes = build->getWorkspaceSize(io.data(), nbInputs, &io[nbInputs], 1);
   report.set("workspace_bytes", std::to_string(workspaceBytes));
+  if (o.workspaceProbe && o.dynamic != "none") {
+    // Every single batch of the profile as its own one-shape profile: the profile's answer must cover each.
+    size_t maxNeed = 0;
+    int64_t argmax = batchRange[0], count = 0;
+    std::string needs = "[";
+    for (int64_t b = batchRange[0]; b <= batchRange[2]; ++b, ++count) {
+      auto one = io;
+      one[0].min.d[0] = one[0].opt.d[0] = one[0].max.d[0] = b;
+      std::vector<int64_t> bind = actual;
+      for (size_t sy = 0; sy < bind.size(); ++sy)
+        if (symbolDims[sy].second == 0) bind[sy] = b;
+      Dims outB{};
+      if (!evalOut(bind, outB)) return report.fail("workspace", "output expressions do not evaluate at a probe");
+      one[nbInputs].min = one[nbInputs].opt = one[nbInputs].max = outB;
+      size_t const need = build->getWorkspaceSize(one.data(), nbInputs, &one[nbInputs], 1);
+      if (count < 4096) needs += (count ? "," : "") + std::to_string(need);
+      if (need > maxNeed) {
+        maxNeed = need;
+        argmax = b;
+      }
+    }
+    report.set("workspace_probe", "{\"batches\":" + std::to_string(count) + ",\"max_need\":" +
+                                      std::to_string(maxNeed) + ",\"argmax_batch\":" + std::to_string(argmax) +
+                                      ",\"needs\":" + needs + "]}");
+    if (workspaceBytes < maxNeed)
+      return report.fail("workspace", "getWorkspaceSize gave " + std::to_string(workspaceBytes) +
+                                          " bytes for the profile but batch " + std::to_string(argmax) + " needs " +
+                                          std::to_string(maxNeed));
+  }
   report.pass("workspace");
 
   // ---- serialise, then build the runtime-phase plugin from the fields alone, as deserialisation does ----
@@ -719,7 +825,14 @@ bool walk(Options const& o, IPluginCreatorV3One* creator, Report& report) {
     blobs.emplace_back(p, p + (p ? elem * static_cast<size_t>(std::max(f.length, 0)) : 0));
     serializedJson += std::string(i ? "," : "") + "{\"name\":" + jsonString(names.back()) +
                       ",\"type\":" + std::to_string(static_cast<int>(f.type)) +
-                      ",\"length\":" + std::to_string(f.length) + "}";
+                      ",\"length\":" + std::to_string(f.length);
+    if (p != nullptr && f.length == 1 && (f.type == PluginFieldType::kINT32 || f.type == PluginFieldType::kINT64)) {
+      int64_t v = 0;
+      if (f.type == PluginFieldType::kINT64) std::memcpy(&v, p, 8);
+      else { int32_t v32 = 0; std::memcpy(&v32, p, 4); v = v32; }
+      serializedJson += ",\"value\":" + std::to_string(v);
+    }
+    serializedJson += "}";
   }
   for (int32_t i = 0; i < serialized->nbFields; ++i)
     copied.emplace_back(names[i].c_str(), blobs[i].data(), serialized->fields[i].type, serialized->fields[i].length);
@@ -744,9 +857,29 @@ bool walk(Options const& o, IPluginCreatorV3One* creator, Report& report) {
   for (int32_t i = 0; i < nbInputs; ++i) {
     inDesc[i] = io[i].desc;
     inDesc[i].dims = o.inputs[i].dims;
+    for (auto const& r : o.runtimeInputs)
+      if (r.name == o.inputs[i].name) {
+        inDesc[i].dims = r.dims;
+        inDesc[i].type = r.type;
+      }
   }
   PluginTensorDesc outDesc = io[nbInputs].desc;
   outDesc.dims = outActual;
+  if (!o.runtimeInputs.empty()) {  // the output expressions at the runtime shapes, as TensorRT would size Y
+    std::vector<int64_t> bind = actual;
+    bool fits = true;
+    for (size_t sy = 0; sy < bind.size(); ++sy) {
+      Dims const& d = inDesc[symbolDims[sy].first].dims;
+      fits = fits && symbolDims[sy].second < d.nbDims;
+      if (fits) bind[sy] = d.d[symbolDims[sy].second];
+    }
+    if (fits && !evalOut(bind, outDesc.dims)) outDesc.dims = outActual;
+  }
+  if (o.runtimeOutputSet) {
+    outDesc.dims = o.runtimeOutput.dims;
+    outDesc.type = o.runtimeOutput.type;
+  }
+  report.set("runtime_output_shape", jsonDims(outDesc.dims));
   if (rt->onShapeChange(inDesc.data(), nbInputs, &outDesc, 1) != 0)
     return report.fail("shape_change", "onShapeChange returned an error");
   report.pass("shape_change");
