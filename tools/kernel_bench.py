@@ -82,6 +82,25 @@ def smoke() -> int:
     return 1 if failures else 0
 
 
+GEMM_CHAINS = {  # the three GEMM reference models' fused chains
+    "m1_leakyrelu_x2": dict(num_groups=512, post="leaky_relu(0.01);mul(2)"),
+    "m2_min_biasadd": dict(num_groups=512, post="add(@0)", reduce="min"),
+    "m3_hardtanh_mish": dict(num_groups=256, pre="add(@0);hardtanh(-1,1);mish"),
+}
+
+
+def gemm_inputs(M: int, K: int, C: int, dt: torch.dtype, g: torch.Generator):
+    """X, W, bias, gamma, beta, one per-channel extra and an (M, C) buffer on the GPU, in dtype dt."""
+    dev = torch.device("cuda")
+    xg = torch.rand(M, K, device=dev, generator=g).to(dt)
+    wg = (torch.randn(C, K, device=dev, generator=g) / math.sqrt(K)).to(dt)
+    bg = torch.randn(C, device=dev, generator=g).to(dt)
+    gam = (torch.rand(C, device=dev, generator=g) + 0.5).to(dt)
+    bet = torch.randn(C, device=dev, generator=g).to(dt)
+    e0 = torch.randn(C, device=dev, generator=g).to(dt)
+    return xg, wg, bg, gam, bet, e0, torch.empty(M, C, device=dev, dtype=dt)
+
+
 def time_ms(fn, iters: int, warmup: int, graph: bool = False) -> float:
     """Median CUDA-event time of fn. graph=True: fn captured once into a CUDA graph and replayed, which removes the
     Python/ctypes launch overhead (~60 us a call) that otherwise hides kernels shorter than that."""
@@ -165,20 +184,10 @@ def bench(iters: int, warmup: int) -> dict:
 
     # ---- GEMM models: 1024 x 8192 @ (8192 x 8192)^T ----
     M, K, C = 1024, 8192, 8192
-    chains = {
-        "m1_leakyrelu_x2": dict(num_groups=512, post="leaky_relu(0.01);mul(2)"),
-        "m2_min_biasadd": dict(num_groups=512, post="add(@0)", reduce="min"),
-        "m3_hardtanh_mish": dict(num_groups=256, pre="add(@0);hardtanh(-1,1);mish"),
-    }
+    chains = GEMM_CHAINS
     for prec, dt, tf32 in [("tf32", torch.float32, 1), ("bf16", torch.bfloat16, 1), ("fp32", torch.float32, 0)]:
         it = max(5, iters // 4) if prec == "fp32" else iters
-        xg = torch.rand(M, K, device=dev, generator=g).to(dt)
-        wg = (torch.randn(C, K, device=dev, generator=g) / math.sqrt(K)).to(dt)
-        bg = torch.randn(C, device=dev, generator=g).to(dt)
-        gam = (torch.rand(C, device=dev, generator=g) + 0.5).to(dt)
-        bet = torch.randn(C, device=dev, generator=g).to(dt)
-        e0 = torch.randn(C, device=dev, generator=g).to(dt)
-        z = torch.empty(M, C, device=dev, dtype=dt)
+        xg, wg, bg, gam, bet, e0, z = gemm_inputs(M, K, C, dt, g)
         rp: dict = {}
         with matmul_precision(bool(tf32)):
             rp["cublas_linear_ms"] = time_ms(lambda: torch.addmm(bg, xg, wg.t(), out=z), it, warmup)
@@ -294,21 +303,11 @@ def ab(iters: int, warmup: int) -> dict:
     torch.cuda.empty_cache()
 
     M, K, C = 1024, 8192, 8192
-    chains = {
-        "m1_leakyrelu_x2": dict(num_groups=512, post="leaky_relu(0.01);mul(2)"),
-        "m2_min_biasadd": dict(num_groups=512, post="add(@0)", reduce="min"),
-        "m3_hardtanh_mish": dict(num_groups=256, pre="add(@0);hardtanh(-1,1);mish"),
-    }
+    chains = GEMM_CHAINS
     variants = [("reg", "reg", None, None)] + [(f"tile_r{n}", None, str(n), None) for n in (2, 4, 8)] + \
         [("tile_default", None, None, None)]
     for prec, dt, tf32 in [("tf32", torch.float32, 1), ("bf16", torch.bfloat16, 1)]:
-        xg = torch.rand(M, K, device=dev, generator=g).to(dt)
-        wg = (torch.randn(C, K, device=dev, generator=g) / math.sqrt(K)).to(dt)
-        bg = torch.randn(C, device=dev, generator=g).to(dt)
-        gam = (torch.rand(C, device=dev, generator=g) + 0.5).to(dt)
-        bet = torch.randn(C, device=dev, generator=g).to(dt)
-        e0 = torch.randn(C, device=dev, generator=g).to(dt)
-        z = torch.empty(M, C, device=dev, dtype=dt)
+        xg, wg, bg, gam, bet, e0, z = gemm_inputs(M, K, C, dt, g)
         rp: dict = {}
         with matmul_precision(bool(tf32)):
             rp["cublas_linear_graph_ms"] = time_ms(lambda: torch.addmm(bg, xg, wg.t(), out=z), iters, warmup,

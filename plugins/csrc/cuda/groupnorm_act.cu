@@ -89,91 +89,6 @@ __device__ __forceinline__ void pre_transform(const GnParams& p, float (&v)[VEC]
   }
 }
 
-template <typename T, int VEC, int MODE, int PRE>
-__global__ void __launch_bounds__(kBlock) gn_group_kernel(const __grid_constant__ GnParams p) {
-  // The apply pass walks the blocks in reverse so that it starts on the chunks the stats pass read last (in L2).
-  const bool reverse = MODE == MODE_APPLY;
-  const int64_t gi = p.group_offset + (reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x);  // n * G + g
-  const int64_t chunk_idx = reverse ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
-  const int64_t g = gi % p.G;
-  const int64_t c0 = g * p.Cg;
-  const int64_t base = gi * p.L;
-  const T* x = static_cast<const T*>(p.x) + base;
-  const int64_t start = chunk_idx * p.chunk;
-  const int64_t end = min(p.L, start + p.chunk);
-  const int64_t vstart = start / VEC, vend = end / VEC;  // chunk and L are multiples of VEC on this path
-
-  float mean = 0.f, rstd = 0.f;
-  if (MODE == MODE_STATS || MODE == MODE_FUSED) {
-    Welford w{0.f, 0.f, 0.f};
-    for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
-      float v[kUnroll][VEC];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t iv = it + int64_t(u) * blockDim.x;
-        if (iv < vend) load_vec<T, VEC>(x + iv * VEC, v[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t iv = it + int64_t(u) * blockDim.x;
-        if (iv < vend) {
-          pre_transform<VEC, PRE>(p, v[u], c0 + p.div_sv.div(uint32_t(iv)));
-          welford_add_vec<VEC>(w, v[u]);
-        }
-      }
-    }
-    w = block_welford(w);
-    if (MODE == MODE_STATS) {
-      if (threadIdx.x == 0) p.partials[gi * p.P + chunk_idx] = w;
-      return;
-    }
-    mean = w.mean;
-    rstd = rsqrtf(w.m2 / w.n + p.eps);
-  } else {
-    Welford w{0.f, 0.f, 0.f};
-    for (int i = threadIdx.x; i < p.P; i += blockDim.x) w = welford_combine(w, p.partials[gi * p.P + i]);
-    w = block_welford(w);
-    mean = w.mean;
-    rstd = rsqrtf(w.m2 / w.n + p.eps);
-  }
-
-  T* y = static_cast<T*>(p.y) + base;
-  for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
-    float v[kUnroll][VEC];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = it + int64_t(u) * blockDim.x;
-      if (iv < vend) load_vec<T, VEC>(x + iv * VEC, v[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = it + int64_t(u) * blockDim.x;
-      if (iv < vend) {
-        const int64_t c = c0 + p.div_sv.div(uint32_t(iv));
-        pre_transform<VEC, PRE>(p, v[u], c);
-        // (x - mean) * scale + beta: exact beta when x == mean (a one-element group), unlike x * scale + shift.
-        const float scale = rstd * load_param(p.gamma, p.param_dtype, c);
-        const float b = load_param(p.beta, p.param_dtype, c);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) v[u][j] = (v[u][j] - mean) * scale + b;
-        apply_chain<VEC, false>(&p.post, v[u], c, &p.ex, p.param_dtype);
-        store_vec<T, VEC>(y + iv * VEC, v[u]);
-      }
-    }
-  }
-}
-
-// One pass over X for large groups (model 4: 1024 groups x 33 chunks of 16K elements). Deadlock freedom: a block takes
-// a ticket only when it runs, tickets are taken in order, and a block waits only for the chunks of its own group. If
-// every running block were waiting, the lowest waiting group would miss a chunk whose ticket nobody has taken; all
-// waiting blocks then hold tickets between that group's first chunk and that missing one, i.e. fewer than P of
-// them. So as long as more than P blocks can run at once (checked at launch with the occupancy calculator), some
-// block always progresses.
-constexpr int kOnepassMaxChunk = 16384;  // floats of shared memory a block (64 KiB: 3 blocks an SM on sm_90)
-
-// One-pass workspace: per-group arrival counts and the ticket counter (zeroed before each launch), then partials.
-size_t onepass_partials_offset(int64_t groups) { return align_up(size_t(groups + 1) * sizeof(unsigned), kAlign); }
-
 template <int VEC>
 __device__ __forceinline__ void smem_store(float* p, const float (&v)[VEC]) {
   if constexpr (VEC % 4 == 0) {
@@ -202,6 +117,113 @@ __device__ __forceinline__ void smem_load(const float* p, float (&v)[VEC]) {
   }
 }
 
+// Per-thread moments of pre(x) over the vectors [vstart, vend) of one group (kUnroll loads in flight a thread); with
+// a cache, pre(x) is also kept in shared memory at (iv - vstart) * VEC, by the thread that later reads it back.
+template <typename T, int VEC, int PRE>
+__device__ __forceinline__ Welford chunk_moments(const GnParams& p, const T* x, int64_t c0, int64_t vstart,
+                                                 int64_t vend, float* cache) {
+  Welford w{0.f, 0.f, 0.f};
+  for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
+    float v[kUnroll][VEC];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t iv = it + int64_t(u) * blockDim.x;
+      if (iv < vend) load_vec<T, VEC>(x + iv * VEC, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t iv = it + int64_t(u) * blockDim.x;
+      if (iv < vend) {
+        pre_transform<VEC, PRE>(p, v[u], c0 + p.div_sv.div(uint32_t(iv)));
+        welford_add_vec<VEC>(w, v[u]);
+        if (cache) smem_store<VEC>(cache + (iv - vstart) * VEC, v[u]);
+      }
+    }
+  }
+  return w;
+}
+
+// The group's (mean, rstd) from its P chunk partials, combined in a fixed order (deterministic). Read through L2:
+// in the one-pass kernel other SMs wrote them during this launch, and a stale L1 line must not be used.
+__device__ __forceinline__ float2 group_mean_rstd(const GnParams& p, int64_t gi) {
+  Welford w{0.f, 0.f, 0.f};
+  for (int i = threadIdx.x; i < p.P; i += blockDim.x) {
+    const Welford* src = p.partials + gi * p.P + i;
+    w = welford_combine(w, Welford{__ldcg(&src->n), __ldcg(&src->mean), __ldcg(&src->m2)});
+  }
+  w = block_welford(w);
+  return make_float2(w.mean, rsqrtf(w.m2 / w.n + p.eps));
+}
+
+// One vector of channel c: (x - mean) * (rstd * gamma) + beta (exact beta when x == mean, a one-element group,
+// unlike x * scale + shift), then post, stored to y.
+template <typename T, int VEC>
+__device__ __forceinline__ void normalize_store(const GnParams& p, float (&v)[VEC], int64_t c, float2 stats, T* y) {
+  const float scale = stats.y * load_param(p.gamma, p.param_dtype, c);
+  const float b = load_param(p.beta, p.param_dtype, c);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) v[j] = (v[j] - stats.x) * scale + b;
+  apply_chain<VEC, false>(&p.post, v, c, &p.ex, p.param_dtype);
+  store_vec<T, VEC>(y, v);
+}
+
+template <typename T, int VEC, int MODE, int PRE>
+__global__ void __launch_bounds__(kBlock) gn_group_kernel(const __grid_constant__ GnParams p) {
+  // The apply pass walks the blocks in reverse so that it starts on the chunks the stats pass read last (in L2).
+  const bool reverse = MODE == MODE_APPLY;
+  const int64_t gi = p.group_offset + (reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x);  // n * G + g
+  const int64_t chunk_idx = reverse ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const int64_t g = gi % p.G;
+  const int64_t c0 = g * p.Cg;
+  const int64_t base = gi * p.L;
+  const T* x = static_cast<const T*>(p.x) + base;
+  const int64_t start = chunk_idx * p.chunk;
+  const int64_t end = min(p.L, start + p.chunk);
+  const int64_t vstart = start / VEC, vend = end / VEC;  // chunk and L are multiples of VEC on this path
+
+  float2 stats;
+  if (MODE == MODE_STATS || MODE == MODE_FUSED) {
+    const Welford w = block_welford(chunk_moments<T, VEC, PRE>(p, x, c0, vstart, vend, nullptr));
+    if (MODE == MODE_STATS) {
+      if (threadIdx.x == 0) p.partials[gi * p.P + chunk_idx] = w;
+      return;
+    }
+    stats = make_float2(w.mean, rsqrtf(w.m2 / w.n + p.eps));
+  } else {
+    stats = group_mean_rstd(p, gi);
+  }
+
+  T* y = static_cast<T*>(p.y) + base;
+  for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
+    float v[kUnroll][VEC];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t iv = it + int64_t(u) * blockDim.x;
+      if (iv < vend) load_vec<T, VEC>(x + iv * VEC, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t iv = it + int64_t(u) * blockDim.x;
+      if (iv < vend) {
+        const int64_t c = c0 + p.div_sv.div(uint32_t(iv));
+        pre_transform<VEC, PRE>(p, v[u], c);
+        normalize_store<T, VEC>(p, v[u], c, stats, y + iv * VEC);
+      }
+    }
+  }
+}
+
+// One pass over X for large groups (model 4: 1024 groups x 33 chunks of 16K elements). Deadlock freedom: a block takes
+// a ticket only when it runs, tickets are taken in order, and a block waits only for the chunks of its own group. If
+// every running block were waiting, the lowest waiting group would miss a chunk whose ticket nobody has taken; all
+// waiting blocks then hold tickets between that group's first chunk and that missing one, i.e. fewer than P of
+// them. So as long as more than P blocks can run at once (checked at launch with the occupancy calculator), some
+// block always progresses.
+constexpr int kOnepassMaxChunk = 16384;  // floats of shared memory a block (64 KiB: 3 blocks an SM on sm_90)
+
+// One-pass workspace: per-group arrival counts and the ticket counter (zeroed before each launch), then partials.
+size_t onepass_partials_offset(int64_t groups) { return align_up(size_t(groups + 1) * sizeof(unsigned), kAlign); }
+
 template <typename T, int VEC, int PRE>
 __global__ void __launch_bounds__(kBlock) gn_onepass_kernel(const __grid_constant__ GnParams p, uint32_t tickets) {
   extern __shared__ float4 cache_f4[];
@@ -219,25 +241,7 @@ __global__ void __launch_bounds__(kBlock) gn_onepass_kernel(const __grid_constan
     const int64_t vstart = start / VEC, vend = end / VEC;
     const T* x = static_cast<const T*>(p.x) + base;
 
-    Welford w{0.f, 0.f, 0.f};
-    for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
-      float v[kUnroll][VEC];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t iv = it + int64_t(u) * blockDim.x;
-        if (iv < vend) load_vec<T, VEC>(x + iv * VEC, v[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t iv = it + int64_t(u) * blockDim.x;
-        if (iv < vend) {
-          pre_transform<VEC, PRE>(p, v[u], c0 + p.div_sv.div(uint32_t(iv)));
-          welford_add_vec<VEC>(w, v[u]);
-          smem_store<VEC>(cache + (iv - vstart) * VEC, v[u]);
-        }
-      }
-    }
-    w = block_welford(w);
+    const Welford w = block_welford(chunk_moments<T, VEC, PRE>(p, x, c0, vstart, vend, cache));
     if (threadIdx.x == 0) {
       p.partials[gi * p.P + chunk_idx] = w;
       __threadfence();  // the partial is visible device-wide before the count that announces it
@@ -246,25 +250,13 @@ __global__ void __launch_bounds__(kBlock) gn_onepass_kernel(const __grid_constan
       __threadfence();
     }
     __syncthreads();
-    Welford g{0.f, 0.f, 0.f};
-    for (int i = threadIdx.x; i < p.P; i += blockDim.x) {
-      const Welford* src = p.partials + gi * p.P + i;  // written by other SMs: read through L2, never a stale L1 line
-      g = welford_combine(g, Welford{__ldcg(&src->n), __ldcg(&src->mean), __ldcg(&src->m2)});
-    }
-    g = block_welford(g);
-    const float mean = g.mean, rstd = rsqrtf(g.m2 / g.n + p.eps);
+    const float2 stats = group_mean_rstd(p, gi);
 
     T* y = static_cast<T*>(p.y) + base;
     for (int64_t iv = vstart + threadIdx.x; iv < vend; iv += blockDim.x) {
       float v[VEC];
       smem_load<VEC>(cache + (iv - vstart) * VEC, v);
-      const int64_t c = c0 + p.div_sv.div(uint32_t(iv));
-      const float scale = rstd * load_param(p.gamma, p.param_dtype, c);
-      const float b = load_param(p.beta, p.param_dtype, c);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) v[j] = (v[j] - mean) * scale + b;
-      apply_chain<VEC, false>(&p.post, v, c, &p.ex, p.param_dtype);
-      store_vec<T, VEC>(y + iv * VEC, v);
+      normalize_store<T, VEC>(p, v, c0 + p.div_sv.div(uint32_t(iv)), stats, y + iv * VEC);
     }
     __syncthreads();  // the cache and the ticket are reused by the next chunk
   }
