@@ -101,6 +101,15 @@ def gemm_inputs(M: int, K: int, C: int, dt: torch.dtype, g: torch.Generator):
     return xg, wg, bg, gam, bet, e0, torch.empty(M, C, device=dev, dtype=dt)
 
 
+def model4_inputs(g: torch.Generator):
+    """Model 4's ConvTranspose2d output (128, 64, 258, 258) float32 (2.2 GB), gamma, beta and an output buffer."""
+    dev = torch.device("cuda")
+    x = torch.randn(128, 64, 258, 258, device=dev, generator=g)
+    gamma = torch.rand(64, device=dev, generator=g) + 0.5
+    beta = torch.randn(64, device=dev, generator=g)
+    return x, gamma, beta, torch.empty_like(x)
+
+
 def time_ms(fn, iters: int, warmup: int, graph: bool = False) -> float:
     """Median CUDA-event time of fn. graph=True: fn captured once into a CUDA graph and replayed, which removes the
     Python/ctypes launch overhead (~60 us a call) that otherwise hides kernels shorter than that."""
@@ -145,10 +154,7 @@ def bench(iters: int, warmup: int) -> dict:
     g = torch.Generator(device=dev).manual_seed(0)
 
     # ---- model 4: GELU + GroupNorm on the ConvTranspose2d output (128, 64, 258, 258) float32, G = 8 ----
-    x = torch.randn(128, 64, 258, 258, device=dev, generator=g)
-    gamma = torch.rand(64, device=dev, generator=g) + 0.5
-    beta = torch.randn(64, device=dev, generator=g)
-    y = torch.empty_like(x)
+    x, gamma, beta, y = model4_inputs(g)
     a = attrs(num_groups=8, pre="gelu")
     a_plain = attrs(num_groups=8)
     nbytes = x.numel() * 4
@@ -254,10 +260,7 @@ def ab(iters: int, warmup: int) -> dict:
     res: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": iters}
     g = torch.Generator(device=dev).manual_seed(0)
 
-    x = torch.randn(128, 64, 258, 258, device=dev, generator=g)
-    gamma = torch.rand(64, device=dev, generator=g) + 0.5
-    beta = torch.randn(64, device=dev, generator=g)
-    y = torch.empty_like(x)
+    x, gamma, beta, y = model4_inputs(g)
     a, a_plain = attrs(num_groups=8, pre="gelu"), attrs(num_groups=8)
     r: dict = {"copy_ms": time_ms(lambda: y.copy_(x), iters, warmup)}
     r["gn_only_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters, warmup)

@@ -117,12 +117,10 @@ __device__ __forceinline__ void smem_load(const float* p, float (&v)[VEC]) {
   }
 }
 
-// Per-thread moments of pre(x) over the vectors [vstart, vend) of one group (kUnroll loads in flight a thread); with
-// a cache, pre(x) is also kept in shared memory at (iv - vstart) * VEC, by the thread that later reads it back.
-template <typename T, int VEC, int PRE>
-__device__ __forceinline__ Welford chunk_moments(const GnParams& p, const T* x, int64_t c0, int64_t vstart,
-                                                 int64_t vend, float* cache) {
-  Welford w{0.f, 0.f, 0.f};
+// fn(iv, v) for every vector iv in [vstart, vend) of this thread (stride blockDim.x), v loaded from x + iv * VEC;
+// kUnroll loads are issued before the first use.
+template <typename T, int VEC, typename Fn>
+__device__ __forceinline__ void for_each_loaded_vector(const T* x, int64_t vstart, int64_t vend, Fn&& fn) {
   for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
     float v[kUnroll][VEC];
 #pragma unroll
@@ -133,13 +131,22 @@ __device__ __forceinline__ Welford chunk_moments(const GnParams& p, const T* x, 
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t iv = it + int64_t(u) * blockDim.x;
-      if (iv < vend) {
-        pre_transform<VEC, PRE>(p, v[u], c0 + p.div_sv.div(uint32_t(iv)));
-        welford_add_vec<VEC>(w, v[u]);
-        if (cache) smem_store<VEC>(cache + (iv - vstart) * VEC, v[u]);
-      }
+      if (iv < vend) fn(iv, v[u]);
     }
   }
+}
+
+// Per-thread moments of pre(x) over the vectors [vstart, vend) of one group; with a cache, pre(x) is also kept in
+// shared memory at (iv - vstart) * VEC, by the thread that later reads it back.
+template <typename T, int VEC, int PRE>
+__device__ __forceinline__ Welford chunk_moments(const GnParams& p, const T* x, int64_t c0, int64_t vstart,
+                                                 int64_t vend, float* cache) {
+  Welford w{0.f, 0.f, 0.f};
+  for_each_loaded_vector<T, VEC>(x, vstart, vend, [&](int64_t iv, float (&v)[VEC]) {
+    pre_transform<VEC, PRE>(p, v, c0 + p.div_sv.div(uint32_t(iv)));
+    welford_add_vec<VEC>(w, v);
+    if (cache) smem_store<VEC>(cache + (iv - vstart) * VEC, v);
+  });
   return w;
 }
 
@@ -194,23 +201,11 @@ __global__ void __launch_bounds__(kBlock) gn_group_kernel(const __grid_constant_
   }
 
   T* y = static_cast<T*>(p.y) + base;
-  for (int64_t it = vstart + threadIdx.x; it < vend; it += int64_t(blockDim.x) * kUnroll) {
-    float v[kUnroll][VEC];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = it + int64_t(u) * blockDim.x;
-      if (iv < vend) load_vec<T, VEC>(x + iv * VEC, v[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = it + int64_t(u) * blockDim.x;
-      if (iv < vend) {
-        const int64_t c = c0 + p.div_sv.div(uint32_t(iv));
-        pre_transform<VEC, PRE>(p, v[u], c);
-        normalize_store<T, VEC>(p, v[u], c, stats, y + iv * VEC);
-      }
-    }
-  }
+  for_each_loaded_vector<T, VEC>(x, vstart, vend, [&](int64_t iv, float (&v)[VEC]) {
+    const int64_t c = c0 + p.div_sv.div(uint32_t(iv));
+    pre_transform<VEC, PRE>(p, v, c);
+    normalize_store<T, VEC>(p, v, c, stats, y + iv * VEC);
+  });
 }
 
 // One pass over X for large groups (model 4: 1024 groups x 33 chunks of 16K elements). Deadlock freedom: a block takes
