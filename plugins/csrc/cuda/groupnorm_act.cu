@@ -309,29 +309,17 @@ __global__ void gn_row_kernel(const __grid_constant__ GnParams p) {
   const int64_t nvec = p.C / VEC;
 
   // 1) load (kUnroll vectors in flight per thread), bias, pre -> shared memory
-  for (int64_t it = threadIdx.x; it < nvec; it += int64_t(blockDim.x) * kUnroll) {
-    float v[kUnroll][VEC];
+  for_each_loaded_vector<T, VEC>(x, 0, nvec, [&](int64_t iv, float (&v)[VEC]) {
+    if (p.bias) {
+      float b[VEC];
+      load_params_vec<VEC>(p.bias, p.param_dtype, iv * VEC, b);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = it + int64_t(u) * blockDim.x;
-      if (iv < nvec) load_vec<T, VEC>(x + iv * VEC, v[u]);
+      for (int j = 0; j < VEC; ++j) v[j] += b[j];
     }
+    apply_chain<VEC, true>(&p.pre, v, iv * VEC, &p.ex, p.param_dtype);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = it + int64_t(u) * blockDim.x;
-      if (iv < nvec) {
-        if (p.bias) {
-          float b[VEC];
-          load_params_vec<VEC>(p.bias, p.param_dtype, iv * VEC, b);
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) v[u][j] += b[j];
-        }
-        apply_chain<VEC, true>(&p.pre, v[u], iv * VEC, &p.ex, p.param_dtype);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) z[iv * VEC + j] = v[u][j];
-      }
-    }
-  }
+    for (int j = 0; j < VEC; ++j) z[iv * VEC + j] = v[j];
+  });
   __syncthreads();
 
   // 2) exact two-pass statistics per group: W lanes per group (W a power of two, about Cg/4 values per lane)
