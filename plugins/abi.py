@@ -1,17 +1,14 @@
-"""ctypes mirror of the fusedops C ABI (``plugins/include/fusedops/fusedops.h``) and torch-tensor entry points.
+"""ctypes binding of the fusedops C ABI (``plugins/include/fusedops/fusedops.h``), for tests, tools and the PyTorch
+ops' fake kernel. The PyTorch ops themselves do not come through here: they run in C++ (``plugins/torch``).
 
-Stable entry points (the PyTorch custom ops are built on these two; keep their signatures):
+    load(), has_cuda(), version(), parse_chain(text)           the library and its chain parser
+    parse_attributes(op, attrs) -> OpDesc                        attributes parsed and validated (FusedAttrs in)
+    describe(desc, inputs) -> (OpDesc, output shape)             the ops' shape/dtype rules; None dims = unknown
+    Plan(desc, device, options)                                  a plan: .workspace, .kernels, .run(...)
+    PlanOptions(...)                                             kernel variants for A/B timing and tests
+    groupnorm_act_cuda / gemm_groupnorm_act_cuda / *_cpu(...)    one call through a fresh plan (tests, tools)
 
-    groupnorm_act_cuda(x, gamma, beta, extras, attrs, out=None, stream=None) -> Tensor
-    gemm_groupnorm_act_cuda(x, w, b, gamma, beta, extras, attrs, allow_tf32, out=None, stream=None) -> Tensor
-
-``attrs`` is a :class:`fusedops.catalog.FusedAttrs`. Tensors are CUDA tensors on one device; X/W/Y are float32, float16
-or bfloat16 (W is converted to X's dtype if it differs, as the catalog reference does); gamma, beta, the bias and the
-extras share one dtype (converted to float32 if they do not). The kernels run on ``stream`` (a torch.cuda.Stream;
-default: the current stream); the workspace comes from torch's caching allocator on that stream. Nothing synchronises.
-
-Also: ``load()``, ``has_cuda()``, ``version()``, ``parse_chain(text)`` (the native parser), the descriptor builders
-``groupnorm_desc`` / ``gemm_desc`` and the CPU entries ``groupnorm_act_cpu`` / ``gemm_groupnorm_act_cpu``.
+Errors in what the caller gives raise FusedopsError with the library's message; CUDA failures raise RuntimeError.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ import ctypes
 import os
 import threading
 from ctypes import POINTER, byref, c_char_p, c_float, c_int32, c_int64, c_size_t, c_void_p
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -31,12 +29,16 @@ from . import native
 
 MAX_STEPS = 16
 MAX_EXTRAS = 8
+MAX_RANK = 8
+DEVICE_CPU = -1
+DTYPE_UNKNOWN = -1
 
 OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_WORKSPACE, ERR_CUDA, ERR_NOT_BUILT = range(6)
 STATUS_NAMES = {0: "ok", 1: "invalid argument", 2: "unsupported", 3: "workspace too small", 4: "CUDA error",
                 5: "not built"}
 F32, F16, BF16 = 0, 1, 2
 DTYPE_CODES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}
+OP_CODES = {catalog.GROUP_NORM_ACT.name: 1, catalog.GEMM_GROUP_NORM_ACT.name: 2}
 
 
 class Step(ctypes.Structure):
@@ -55,6 +57,36 @@ class GroupNormDesc(ctypes.Structure):
 
 class GemmDesc(ctypes.Structure):
     _fields_ = [("gn", GroupNormDesc), ("K", c_int64), ("trans_b", c_int32), ("allow_tf32", c_int32)]
+
+
+class OpDesc(ctypes.Structure):
+    _fields_ = [("op", c_int32), ("d", GemmDesc)]
+
+
+class Attributes(ctypes.Structure):
+    _fields_ = [("op", c_int32), ("num_groups", c_int64), ("epsilon", c_float), ("pre", c_char_p),
+                ("post", c_char_p), ("reduce", c_char_p), ("trans_b", c_int32), ("allow_tf32", c_int32)]
+
+
+class TensorDesc(ctypes.Structure):
+    _fields_ = [("dtype", c_int32), ("rank", c_int32), ("dims", c_int64 * MAX_RANK)]
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Kernel variants kept for A/B timing (fusedops_plan_options); the defaults are what production plans run."""
+
+    gelu_erff: bool = False          # GELU through erff instead of the polynomial + ex2 form
+    groupnorm_two_pass: bool = False  # never the one-pass kernel for large groups
+    epilogue_register: bool = False   # the one-row register epilogue instead of the column-slice one
+    epilogue_rows: int = 0            # rows a column-slice epilogue block walks (0: planner's choice)
+    lt_workspace_mib: int = 0         # cuBLASLt workspace cap (0: 4 MiB)
+    l2_wave_fraction: float = 0.0     # two-pass GroupNorm in waves of this fraction of L2 (0: one launch)
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("gelu_erff", c_int32), ("groupnorm_two_pass", c_int32), ("epilogue_register", c_int32),
+                ("epilogue_rows", c_int32), ("lt_workspace_mib", c_int32), ("l2_wave_fraction", c_float)]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -81,21 +113,25 @@ def load() -> ctypes.CDLL:
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    gn, gm = POINTER(GroupNormDesc), POINTER(GemmDesc)
+    gn, gm, od = POINTER(GroupNormDesc), POINTER(GemmDesc), POINTER(OpDesc)
     pp = POINTER(c_void_p)
     sig = {
         "fusedops_parse_chain": (ctypes.c_int, [c_char_p, POINTER(Chain), c_char_p, c_size_t]),
         "fusedops_parse_reduce": (ctypes.c_int, [c_char_p, POINTER(c_int32), c_char_p, c_size_t]),
         "fusedops_num_extras": (c_int32, [POINTER(Chain), POINTER(Chain)]),
+        "fusedops_parse_attributes": (ctypes.c_int, [POINTER(Attributes), od, c_char_p, c_size_t]),
+        "fusedops_describe": (ctypes.c_int, [od, POINTER(TensorDesc), c_int32, POINTER(TensorDesc), c_char_p,
+                                             c_size_t]),
+        "fusedops_plan_create": (ctypes.c_int, [od, c_int32, POINTER(_Options), POINTER(c_void_p), c_char_p,
+                                                c_size_t]),
+        "fusedops_plan_destroy": (None, [c_void_p]),
+        "fusedops_plan_workspace_size": (c_size_t, [c_void_p]),
+        "fusedops_plan_kernels": (c_char_p, [c_void_p]),
+        "fusedops_plan_run": (ctypes.c_int, [c_void_p, pp, c_int32, c_void_p, c_void_p, c_size_t, c_void_p,
+                                             c_char_p, c_size_t]),
+        "fusedops_workspace_size": (c_size_t, [od]),
         "fusedops_groupnorm_act_check": (ctypes.c_int, [gn, c_char_p, c_size_t]),
         "fusedops_gemm_groupnorm_act_check": (ctypes.c_int, [gm, c_char_p, c_size_t]),
-        "fusedops_groupnorm_act_workspace_size": (c_size_t, [gn]),
-        "fusedops_gemm_groupnorm_act_workspace_size": (c_size_t, [gm]),
-        "fusedops_groupnorm_act_cuda": (ctypes.c_int, [gn, c_void_p, c_void_p, c_void_p, pp, c_int32, c_void_p,
-                                                       c_void_p, c_size_t, c_void_p, c_char_p, c_size_t]),
-        "fusedops_gemm_groupnorm_act_cuda": (ctypes.c_int, [gm, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                                            pp, c_int32, c_void_p, c_void_p, c_size_t, c_void_p,
-                                                            c_char_p, c_size_t]),
         "fusedops_groupnorm_act_cpu": (ctypes.c_int, [gn, c_void_p, c_void_p, c_void_p, pp, c_int32, c_void_p,
                                                       c_char_p, c_size_t]),
         "fusedops_gemm_groupnorm_act_cpu": (ctypes.c_int, [gm, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, pp,
@@ -125,118 +161,112 @@ def _raise(fn: str, rc: int, err: ctypes.Array) -> None:
     raise FusedopsError(text)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Descriptors
-# ---------------------------------------------------------------------------------------------------------------------
+def _err() -> ctypes.Array:
+    return ctypes.create_string_buffer(1024)
 
-def chain_struct(steps: Sequence[catalog.Step]) -> Chain:
-    """A catalog chain as the ABI's fusedops_chain (step codes are the catalog's)."""
-    if len(steps) > MAX_STEPS:
-        raise FusedopsError(f"chain has {len(steps)} steps; at most {MAX_STEPS} are supported")
-    ch = Chain()
-    ch.num_steps = len(steps)
-    for i, s in enumerate(steps):
-        st = ch.steps[i]
-        st.op = s.kind.code
-        st.operand, st.a, st.b = -1, 0.0, 0.0
-        if s.kind.binary:
-            if isinstance(s.operand, int) and not isinstance(s.operand, bool):
-                st.operand = s.operand
-            else:
-                st.a = float(s.operand)
-        else:
-            if len(s.params) > 0:
-                st.a = float(s.params[0])
-            if len(s.params) > 1:
-                st.b = float(s.params[1])
-    return ch
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Attributes and shape rules
+# ---------------------------------------------------------------------------------------------------------------------
 
 def parse_chain(text: str) -> Chain:
     """Parse chain text with the native parser (FusedopsError naming the problem)."""
-    ch, err = Chain(), ctypes.create_string_buffer(512)
+    ch, err = Chain(), _err()
     rc = load().fusedops_parse_chain(text.encode(), byref(ch), err, len(err))
     if rc != OK:
         _raise("fusedops_parse_chain", rc, err)
     return ch
 
 
-def _dtype_code(dt: torch.dtype, what: str) -> int:
-    if dt not in DTYPE_CODES:
-        raise FusedopsError(f"{what} has dtype {dt}; fusedops kernels take float32, float16 or bfloat16")
-    return DTYPE_CODES[dt]
-
-
-def groupnorm_desc(attrs: catalog.FusedAttrs, N: int, C: int, S: int, x_dtype: torch.dtype,
-                   param_dtype: torch.dtype) -> GroupNormDesc:
-    d = GroupNormDesc()
-    d.N, d.C, d.S = int(N), int(C), int(S)
-    d.num_groups = int(attrs.num_groups)
-    d.epsilon = float(attrs.epsilon)
-    d.pre = chain_struct(attrs.pre)
-    d.post = chain_struct(attrs.post)
-    d.reduce = catalog.REDUCE_CODES[attrs.reduce]
-    d.x_dtype = _dtype_code(x_dtype, "X")
-    d.param_dtype = _dtype_code(param_dtype, "gamma/beta")
+def parse_attributes(op: str, attrs: catalog.FusedAttrs) -> OpDesc:
+    """The node's attributes through the library's parser (shapes and dtypes of the result unknown: -1)."""
+    a = Attributes(OP_CODES[op], int(attrs.num_groups), float(attrs.epsilon), catalog.chain_text(attrs.pre).encode(),
+                   catalog.chain_text(attrs.post).encode(), attrs.reduce.encode(), int(attrs.trans_b),
+                   int(attrs.allow_tf32))
+    d, err = OpDesc(), _err()
+    rc = load().fusedops_parse_attributes(byref(a), byref(d), err, len(err))
+    if rc != OK:
+        _raise("fusedops_parse_attributes", rc, err)
     return d
 
 
-def gemm_desc(attrs: catalog.FusedAttrs, M: int, C: int, K: int, x_dtype: torch.dtype, param_dtype: torch.dtype,
-              allow_tf32: int) -> GemmDesc:
-    d = GemmDesc()
-    d.gn = groupnorm_desc(attrs, M, C, 1, x_dtype, param_dtype)
-    d.K = int(K)
-    d.trans_b = int(attrs.trans_b)
-    d.allow_tf32 = int(bool(allow_tf32))
-    return d
+def tensor_desc(dtype: torch.dtype | None, shape: Sequence[int | None] | None) -> TensorDesc:
+    """dtype None or one the kernels do not take → unknown; shape None → rank unknown; a None dim → unknown."""
+    t = TensorDesc()
+    t.dtype = DTYPE_CODES.get(dtype, DTYPE_UNKNOWN) if dtype is not None else DTYPE_UNKNOWN
+    t.rank = -1 if shape is None else len(shape)
+    for i, s in enumerate(shape or ()):
+        if i < MAX_RANK:
+            t.dims[i] = -1 if s is None else int(s)
+    return t
+
+
+def describe(desc: OpDesc, inputs: Sequence[TensorDesc]) -> tuple[OpDesc, tuple[int | None, ...] | None]:
+    """Apply the ops' shape rules (fusedops_describe) to a copy of ``desc``; returns it completed and the output's
+    shape (None dims where unknown; None when X's rank is unknown)."""
+    d = OpDesc.from_buffer_copy(desc)
+    arr = (TensorDesc * max(1, len(inputs)))(*inputs)
+    out, err = TensorDesc(), _err()
+    rc = load().fusedops_describe(byref(d), arr, len(inputs), byref(out), err, len(err))
+    if rc != OK:
+        _raise("fusedops_describe", rc, err)
+    shape = None if out.rank < 0 else tuple(None if out.dims[i] < 0 else out.dims[i] for i in range(out.rank))
+    return d, shape
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Tensor helpers
+# Plans
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _check_tensor(t, name: str, device: torch.device | None, op: str) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise FusedopsError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if device is not None:
-        if t.device != device:
-            raise FusedopsError(f"{op}: {name} is on {t.device}, expected {device}")
-    if not t.is_contiguous():
-        raise FusedopsError(f"{op}: {name} must be contiguous (call .contiguous())")
+class Plan:
+    """A plan of the C ABI for a complete descriptor on ``device`` (a CUDA ordinal, or DEVICE_CPU)."""
+
+    def __init__(self, desc: OpDesc, device: int, options: PlanOptions | None = None):
+        self._lib = load()
+        self._ptr = c_void_p()
+        opts = None
+        if options is not None:
+            opts = byref(_Options(int(options.gelu_erff), int(options.groupnorm_two_pass),
+                                  int(options.epilogue_register), int(options.epilogue_rows),
+                                  int(options.lt_workspace_mib), float(options.l2_wave_fraction)))
+        err = _err()
+        rc = self._lib.fusedops_plan_create(byref(desc), int(device), opts, byref(self._ptr), err, len(err))
+        if rc != OK:
+            _raise("fusedops_plan_create", rc, err)
+        self.desc = OpDesc.from_buffer_copy(desc)
+        self.device = device
+        self.workspace = int(self._lib.fusedops_plan_workspace_size(self._ptr))
+        self.kernels = self._lib.fusedops_plan_kernels(self._ptr).decode()
+
+    def __del__(self):
+        if getattr(self, "_ptr", None) and self._ptr.value:
+            self._lib.fusedops_plan_destroy(self._ptr)
+            self._ptr = c_void_p()
+
+    def run(self, inputs: Sequence[int | None], y: int, workspace: int | None, workspace_bytes: int,
+            stream: int | None = None) -> None:
+        """Run on raw pointers (data_ptr() values; None for an absent bias)."""
+        arr = (c_void_p * max(1, len(inputs)))(*inputs)
+        err = _err()
+        rc = self._lib.fusedops_plan_run(self._ptr, arr, len(inputs), y, workspace, workspace_bytes, stream, err,
+                                         len(err))
+        if rc != OK:
+            _raise("fusedops_plan_run", rc, err)
 
 
-def _params(op: str, C: int, named: list[tuple[str, torch.Tensor]]) -> tuple[list[torch.Tensor], torch.dtype]:
-    """Per-channel parameters as one dtype (their own if shared, else float32), each with C elements."""
-    for name, t in named:
-        if t.numel() != C:
-            raise FusedopsError(f"{op}: {name} has {t.numel()} elements, expected C={C}")
-    dtypes = {t.dtype for _, t in named}
-    if len(dtypes) == 1 and next(iter(dtypes)) in DTYPE_CODES:
-        pdt = next(iter(dtypes))
-    else:
-        pdt = torch.float32
-    return [t.reshape(-1).to(pdt).contiguous() for _, t in named], pdt
+def workspace_size(desc: OpDesc) -> int:
+    """Bytes a production plan of ``desc`` needs on any device (what a TensorRT engine reserves)."""
+    return int(load().fusedops_workspace_size(byref(desc)))
 
 
-def _ptr_array(ts: Sequence[torch.Tensor]):
-    arr = (c_void_p * max(1, len(ts)))()
-    for i, t in enumerate(ts):
-        arr[i] = t.data_ptr()
-    return arr
-
-
-def _check_extras(op: str, extras: Sequence[torch.Tensor], attrs: catalog.FusedAttrs) -> None:
-    if len(extras) < attrs.num_extras:
-        raise FusedopsError(f"{op}: chains reference {attrs.num_extras} extra input(s), got {len(extras)}")
-    if len(extras) > MAX_EXTRAS:
-        raise FusedopsError(f"{op}: {len(extras)} extra inputs; at most {MAX_EXTRAS} are supported")
-
+# ---------------------------------------------------------------------------------------------------------------------
+# Torch-tensor entries (one fresh plan per call: tests and tools; the PyTorch ops cache theirs in C++)
+# ---------------------------------------------------------------------------------------------------------------------
 
 def poisoning() -> bool:
-    """FUSEDOPS_POISON_OUTPUTS=1: outputs the entries allocate start as NaN and workspaces as 0xFF bytes (NaN as
-    float), so a test that goes through the ops or the fused models (where it cannot pass ``out``) still sees any
-    element a kernel failed to write, or any workspace byte read before it was written. Off by default: it costs a
-    fill per call."""
+    """FUSEDOPS_POISON_OUTPUTS=1: outputs the entries allocate start as NaN and workspaces as 0xFF bytes, so a test
+    sees any element a kernel failed to write, or any workspace byte read before it was written (read once, here,
+    by tests and tools; the PyTorch ops take the same switch through torch_ops.set_poison_outputs)."""
     return os.environ.get("FUSEDOPS_POISON_OUTPUTS") == "1"
 
 
@@ -247,183 +277,86 @@ def _alloc(shape, dtype: torch.dtype, device) -> torch.Tensor:
     return torch.full(shape, 0xFF if dtype == torch.uint8 else float("nan"), dtype=dtype, device=device)
 
 
-def _check_out(op: str, out: torch.Tensor | None, shape: tuple, dtype: torch.dtype, device) -> torch.Tensor:
+def _run(op: str, tensors: list[torch.Tensor | None], attrs: catalog.FusedAttrs, device: int,
+         out: torch.Tensor | None, options: PlanOptions | None, stream) -> torch.Tensor:
+    for i, t in enumerate(tensors):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise FusedopsError(f"{op}: input {i} must be a torch.Tensor, got {type(t).__name__}")
+    x = tensors[0]
+    first_param = 2 if op == catalog.GEMM_GROUP_NORM_ACT.name else 1
+    params = [t for t in tensors[first_param:] if t is not None]
+    # Per-channel inputs in one dtype the kernels take (their own when they agree, float32 otherwise).
+    pdts = {t.dtype for t in params}
+    if len(pdts) > 1 or (pdts and next(iter(pdts)) not in (torch.float32, x.dtype)):
+        tensors = tensors[:first_param] + [t.float() if t is not None else None for t in tensors[first_param:]]
+    tensors = [t.contiguous() if t is not None else None for t in tensors]
+    descs = [tensor_desc(t.dtype, tuple(t.shape)) if t is not None else tensor_desc(x.dtype, (None,))
+             for t in tensors]
+    for t, dsc in zip(tensors, descs):
+        if t is not None and t.dtype not in DTYPE_CODES:
+            raise FusedopsError(f"{op}: a tensor has dtype {t.dtype}; fusedops kernels take float32, float16 or "
+                                "bfloat16")
+    if op == catalog.GEMM_GROUP_NORM_ACT.name and tensors[2] is None:  # no bias: describe it as C float32 values
+        descs[2] = tensor_desc(None, None)
+    d, shape = describe(parse_attributes(op, attrs), descs)
     if out is None:
-        return _alloc(shape, dtype, device)
-    _check_tensor(out, "out", device, op)
-    if tuple(out.shape) != tuple(shape) or out.dtype != dtype:
-        raise FusedopsError(f"{op}: out has shape {tuple(out.shape)} and dtype {out.dtype}, expected {tuple(shape)} "
-                            f"and {dtype}")
-    return out
+        y = _alloc(shape, x.dtype, x.device)
+    else:
+        if tuple(out.shape) != tuple(shape) or out.dtype != x.dtype or out.device != x.device:
+            raise FusedopsError(f"{op}: out has shape {tuple(out.shape)} and dtype {out.dtype}, expected "
+                                f"{tuple(shape)} and {x.dtype} on {x.device}")
+        y = out
+    plan = Plan(d, device, options)
+    if y.numel() == 0:
+        return y
+    ws = _alloc(plan.workspace, torch.uint8, x.device) if plan.workspace else None
+    ptrs = [t.data_ptr() if t is not None else None for t in tensors]
+    plan.run(ptrs, y.data_ptr(), ws.data_ptr() if ws is not None else None, plan.workspace, stream)
+    return y
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# CUDA entries
-# ---------------------------------------------------------------------------------------------------------------------
+def _cuda_run(op, tensors, attrs, out, options, stream) -> torch.Tensor:
+    x = tensors[0]
+    if not isinstance(x, torch.Tensor) or x.device.type != "cuda":
+        raise FusedopsError(f"{op}: X must be a CUDA tensor")
+    for t in tensors:
+        if t is not None and t.device != x.device:
+            raise FusedopsError(f"{op}: all tensors must be on {x.device}, one is on {t.device}")
+    stream = stream or torch.cuda.current_stream(x.device)
+    with torch.cuda.device(x.device), torch.cuda.stream(stream):
+        return _run(op, tensors, attrs, x.device.index, out, options, stream.cuda_stream)
+
 
 def groupnorm_act_cuda(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, extras: Sequence[torch.Tensor],
                        attrs: catalog.FusedAttrs, out: torch.Tensor | None = None,
-                       stream: torch.cuda.Stream | None = None) -> torch.Tensor:
-    """GroupNormAct on CUDA: Y = reduce_C(post(GroupNorm(pre(X)))), X (N, C, *spatial) of rank 2-5.
-
-    Returns ``out`` (allocated if None) of shape catalog.output_shape(...), X's dtype. Asynchronous on ``stream``.
-    """
-    op = "GroupNormAct"
-    _check_tensor(x, "X", None, op)
-    if x.device.type != "cuda":
-        raise FusedopsError(f"{op}: X must be a CUDA tensor, got device {x.device}")
-    if not 2 <= x.dim() <= 5:
-        raise FusedopsError(f"{op}: X must have rank 2-5 (N, C, *spatial), got shape {tuple(x.shape)}")
-    _dtype_code(x.dtype, f"{op}: X")
-    dev = x.device
-    for name, t in [("gamma", gamma), ("beta", beta)] + [(f"extra {k}", e) for k, e in enumerate(extras)]:
-        _check_tensor(t, name, dev, op)
-    _check_extras(op, extras, attrs)
-    N, C = x.shape[0], x.shape[1]
-    S = 1
-    for s in x.shape[2:]:
-        S *= s
-    lib = load()
-    stream = stream or torch.cuda.current_stream(dev)
-    with torch.cuda.device(dev), torch.cuda.stream(stream):
-        (gamma_, beta_, *extras_), pdt = _params(op, C, [("gamma", gamma), ("beta", beta)] +
-                                                 [(f"extra {k}", e) for k, e in enumerate(extras)])
-        y = _check_out(op, out, catalog.output_shape(op, tuple(x.shape), attrs), x.dtype, dev)
-        if x.numel() == 0:
-            return y
-        d = groupnorm_desc(attrs, N, C, S, x.dtype, pdt)
-        ws_bytes = lib.fusedops_groupnorm_act_workspace_size(byref(d))
-        ws = _alloc(ws_bytes, torch.uint8, dev) if ws_bytes else None
-        err = ctypes.create_string_buffer(512)
-        ex = _ptr_array(extras_)
-        ws_ptr = ws.data_ptr() if ws is not None else None
-        rc = lib.fusedops_groupnorm_act_cuda(byref(d), x.data_ptr(), gamma_.data_ptr(), beta_.data_ptr(), ex,
-                                             len(extras_), y.data_ptr(), ws_ptr, ws_bytes, stream.cuda_stream, err,
-                                             len(err))
-    if rc != OK:
-        _raise("fusedops_groupnorm_act_cuda", rc, err)
-    return y
+                       stream: torch.cuda.Stream | None = None, options: PlanOptions | None = None) -> torch.Tensor:
+    """GroupNormAct on CUDA (asynchronous on ``stream``, default the current one)."""
+    return _cuda_run(catalog.GROUP_NORM_ACT.name, [x, gamma, beta, *extras], attrs, out, options, stream)
 
 
 def gemm_groupnorm_act_cuda(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gamma: torch.Tensor,
                             beta: torch.Tensor, extras: Sequence[torch.Tensor], attrs: catalog.FusedAttrs,
                             allow_tf32: int, out: torch.Tensor | None = None,
-                            stream: torch.cuda.Stream | None = None) -> torch.Tensor:
-    """GemmGroupNormAct on CUDA: Y = reduce_C(post(GroupNorm(pre(X @ W^T + b)))), every row of X one sample.
-
-    X is (..., K); W is (C, K) when attrs.trans_b == 1, (K, C) when 0; b may be None. ``allow_tf32`` (float32 X only):
-    1 = TF32 tensor cores, 0 = strict FP32. Returns ``out`` of shape (..., C) or (..., 1) with a reduction.
-    """
-    op = "GemmGroupNormAct"
-    _check_tensor(x, "X", None, op)
-    if x.device.type != "cuda":
-        raise FusedopsError(f"{op}: X must be a CUDA tensor, got device {x.device}")
-    if x.dim() < 2:
-        raise FusedopsError(f"{op}: X must have rank >= 2 (rows, K), got shape {tuple(x.shape)}")
-    _dtype_code(x.dtype, f"{op}: X")
-    dev = x.device
-    _check_tensor(w, "W", dev, op)
-    if w.dim() != 2:
-        raise FusedopsError(f"{op}: W must be 2-D, got shape {tuple(w.shape)}")
-    K = x.shape[-1]
-    wk, C = (w.shape[1], w.shape[0]) if attrs.trans_b else (w.shape[0], w.shape[1])
-    if wk != K:
-        raise FusedopsError(f"{op}: X has K={K} features but W of shape {tuple(w.shape)} (trans_b={attrs.trans_b}) "
-                            f"expects {wk}")
-    named = [("gamma", gamma), ("beta", beta)] + [(f"extra {k}", e) for k, e in enumerate(extras)]
-    if b is not None:
-        named.append(("bias B", b))
-    for name, t in named:
-        _check_tensor(t, name, dev, op)
-    _check_extras(op, extras, attrs)
-    M = x.numel() // K if K else 0
-    lib = load()
-    stream = stream or torch.cuda.current_stream(dev)
-    with torch.cuda.device(dev), torch.cuda.stream(stream):
-        params, pdt = _params(op, C, named)
-        gamma_, beta_ = params[0], params[1]
-        extras_ = params[2:2 + len(extras)]
-        b_ = params[-1] if b is not None else None
-        w_ = w if w.dtype == x.dtype else w.to(x.dtype)
-        y = _check_out(op, out, catalog.output_shape(op, tuple(x.shape), attrs, tuple(w.shape)), x.dtype, dev)
-        if M == 0:
-            return y
-        d = gemm_desc(attrs, M, C, K, x.dtype, pdt, allow_tf32)
-        ws_bytes = lib.fusedops_gemm_groupnorm_act_workspace_size(byref(d))
-        ws = _alloc(ws_bytes, torch.uint8, dev) if ws_bytes else None
-        err = ctypes.create_string_buffer(512)
-        ex = _ptr_array(extras_)
-        ws_ptr = ws.data_ptr() if ws is not None else None
-        rc = lib.fusedops_gemm_groupnorm_act_cuda(byref(d), x.data_ptr(), w_.data_ptr(),
-                                                  b_.data_ptr() if b_ is not None else None, gamma_.data_ptr(),
-                                                  beta_.data_ptr(), ex, len(extras_), y.data_ptr(), ws_ptr, ws_bytes,
-                                                  stream.cuda_stream, err, len(err))
-    if rc != OK:
-        _raise("fusedops_gemm_groupnorm_act_cuda", rc, err)
-    return y
+                            stream: torch.cuda.Stream | None = None,
+                            options: PlanOptions | None = None) -> torch.Tensor:
+    """GemmGroupNormAct on CUDA; ``allow_tf32`` (0/1) overrides ``attrs.allow_tf32``; ``b`` may be None."""
+    a = catalog.FusedAttrs(**{**attrs.__dict__, "allow_tf32": int(bool(allow_tf32))})
+    return _cuda_run(catalog.GEMM_GROUP_NORM_ACT.name, [x, w, b, gamma, beta, *extras], a, out, options, stream)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# CPU entries (host tensors; the core's multithreaded kernels)
-# ---------------------------------------------------------------------------------------------------------------------
+def _cpu_run(op, tensors, attrs, out) -> torch.Tensor:
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            raise FusedopsError(f"{op}: every tensor must be on the CPU, one is on {t.device}")
+    return _run(op, tensors, attrs, DEVICE_CPU, out, None, None)
+
 
 def groupnorm_act_cpu(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, extras: Sequence[torch.Tensor],
                       attrs: catalog.FusedAttrs, out: torch.Tensor | None = None) -> torch.Tensor:
-    op = "GroupNormAct"
-    cpu = torch.device("cpu")
-    _check_tensor(x, "X", cpu, op)
-    if not 2 <= x.dim() <= 5:
-        raise FusedopsError(f"{op}: X must have rank 2-5 (N, C, *spatial), got shape {tuple(x.shape)}")
-    _check_extras(op, extras, attrs)
-    N, C = x.shape[0], x.shape[1]
-    S = 1
-    for s in x.shape[2:]:
-        S *= s
-    (gamma_, beta_, *extras_), pdt = _params(op, C, [("gamma", gamma), ("beta", beta)] +
-                                             [(f"extra {k}", e) for k, e in enumerate(extras)])
-    y = _check_out(op, out, catalog.output_shape(op, tuple(x.shape), attrs), x.dtype, cpu)
-    if x.numel() == 0:
-        return y
-    d = groupnorm_desc(attrs, N, C, S, x.dtype, pdt)
-    err = ctypes.create_string_buffer(512)
-    rc = load().fusedops_groupnorm_act_cpu(byref(d), x.data_ptr(), gamma_.data_ptr(), beta_.data_ptr(),
-                                           _ptr_array(extras_), len(extras_), y.data_ptr(), err, len(err))
-    if rc != OK:
-        _raise("fusedops_groupnorm_act_cpu", rc, err)
-    return y
+    return _cpu_run(catalog.GROUP_NORM_ACT.name, [x, gamma, beta, *extras], attrs, out)
 
 
 def gemm_groupnorm_act_cpu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gamma: torch.Tensor,
                            beta: torch.Tensor, extras: Sequence[torch.Tensor], attrs: catalog.FusedAttrs,
                            out: torch.Tensor | None = None) -> torch.Tensor:
-    op = "GemmGroupNormAct"
-    cpu = torch.device("cpu")
-    _check_tensor(x, "X", cpu, op)
-    _check_tensor(w, "W", cpu, op)
-    if x.dim() < 2 or w.dim() != 2:
-        raise FusedopsError(f"{op}: X must have rank >= 2 and W rank 2, got {tuple(x.shape)} and {tuple(w.shape)}")
-    K = x.shape[-1]
-    wk, C = (w.shape[1], w.shape[0]) if attrs.trans_b else (w.shape[0], w.shape[1])
-    if wk != K:
-        raise FusedopsError(f"{op}: X has K={K} features but W of shape {tuple(w.shape)} expects {wk}")
-    _check_extras(op, extras, attrs)
-    named = [("gamma", gamma), ("beta", beta)] + [(f"extra {k}", e) for k, e in enumerate(extras)]
-    if b is not None:
-        named.append(("bias B", b))
-    params, pdt = _params(op, C, named)
-    extras_ = params[2:2 + len(extras)]
-    b_ = params[-1] if b is not None else None
-    w_ = w if w.dtype == x.dtype else w.to(x.dtype).contiguous()
-    y = _check_out(op, out, catalog.output_shape(op, tuple(x.shape), attrs, tuple(w.shape)), x.dtype, cpu)
-    M = x.numel() // K if K else 0
-    if M == 0:
-        return y
-    d = gemm_desc(attrs, M, C, K, x.dtype, pdt, attrs.allow_tf32)
-    err = ctypes.create_string_buffer(512)
-    rc = load().fusedops_gemm_groupnorm_act_cpu(byref(d), x.data_ptr(), w_.data_ptr(),
-                                                b_.data_ptr() if b_ is not None else None, params[0].data_ptr(),
-                                                params[1].data_ptr(), _ptr_array(extras_), len(extras_),
-                                                y.data_ptr(), err, len(err))
-    if rc != OK:
-        _raise("gemm_groupnorm_act_cpu", rc, err)
-    return y
+    return _cpu_run(catalog.GEMM_GROUP_NORM_ACT.name, [x, w, b, gamma, beta, *extras], attrs, out)

@@ -47,7 +47,20 @@ def configure_command(cuda: str | bool = "auto") -> list[str]:
     for var in _HEADER_VARS:
         if os.environ.get(var):
             cmd.append(f"-D{var}={os.environ[var]}")
+    torch_dir = torch_cmake_dir()
+    if torch_dir:
+        cmd.append(f"-DTorch_DIR={torch_dir}")
     return cmd
+
+
+def torch_cmake_dir() -> str | None:
+    """PyTorch's CMake package folder (``torch.utils.cmake_prefix_path``/Torch), for the C++ ops; None without torch."""
+    try:
+        import torch.utils
+    except ImportError:
+        return None
+    path = Path(torch.utils.cmake_prefix_path) / "Torch"
+    return str(path) if path.is_dir() else None
 
 
 def build(cuda: str | bool = "auto", targets: list[str] | None = None, verbose: bool = False) -> Path:

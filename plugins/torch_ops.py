@@ -1,30 +1,35 @@
-"""PyTorch custom ops ``fusedops::group_norm_act`` and ``fusedops::gemm_group_norm_act``.
+"""PyTorch ops ``fusedops::group_norm_act`` and ``fusedops::gemm_group_norm_act``.
 
-The two ops are the catalog's ``GroupNormAct`` / ``GemmGroupNormAct`` (see ``fusedops.catalog``): attributes travel
-as plain ints, floats and strings, exactly as on the ONNX node, so the op schema stays simple and every runtime
-reads the same text.
+The ops are the catalog's ``GroupNormAct`` / ``GemmGroupNormAct`` (see ``fusedops.catalog``); attributes travel as
+plain ints, floats and strings, exactly as on the ONNX node, so every runtime reads the same text.
 
-- CPU kernel: the catalog's reference math (defines the semantics everywhere; float64 allowed here for references).
-- CUDA kernel: the fusedops C ABI through ``fusedops.plugins.abi`` (one fused kernel; the GEMM variant runs a
-  cuBLASLt GEMM with the GroupNorm/activation epilogue).
-- Fake kernel: output shape from ``catalog.output_shape``, so ``torch.compile`` and ``torch.export`` trace through.
+They are defined and run in C++ (``plugins/torch/fusedops_torch.cpp``, built as ``libfusedops_torch.so`` by
+``fusedops build-native``): a call is one dispatcher hop that finds the plan cached for its attributes, shapes,
+dtypes and device and runs it through the C ABI on the current stream — CPU kernels (Eigen GEMM + fused epilogue)
+and CUDA kernels (cuBLASLt + one fused epilogue) alike. This module loads that library and adds, in Python, what
+PyTorch wants from Python (as pytorch/extension-cpp does):
 
-Autograd: the backward recomputes through the reference math (unfused PyTorch ops) and differentiates it.
+- the fake kernel: the output shape, with the library's own shape rules validating what is known while tracing;
+- autograd: the backward recomputes the forward with the catalog's reference math and differentiates it (also
+  twice: a double backward differentiates that recomputation);
+- the float64 reference ops the CPU kernel hands float64 inputs to (references in tests and tools).
 
 Precision of the float32 GEMM follows ``allow_tf32``: -1 (default) reads ``torch.get_float32_matmul_precision()``
 when the op runs ("highest" → strict FP32, otherwise TF32), 0 / 1 force it. 16-bit inputs run in their own type.
 
 Usage::
 
-    import fusedops.plugins.torch_ops  # registers the ops
-    y = torch.ops.fusedops.group_norm_act(x, gamma, beta, [], 8, 1e-5, "gelu", "", "")
-    y = fusedops.plugins.torch_ops.gemm_group_norm_act(x, w, b, gamma, beta, [bias2], num_groups=256,
-                                                       pre="add(@0);hardtanh(-1,1);mish")
+    from fusedops.plugins import torch_ops
+    y = torch_ops.group_norm_act(x, gamma, beta, [], 8, 1e-5, "gelu")
+    y = torch_ops.gemm_group_norm_act(x, w, b, gamma, beta, [bias2], num_groups=256,
+                                      pre="add(@0);hardtanh(-1,1);mish")
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import threading
 from typing import Sequence
 
 import torch
@@ -34,19 +39,19 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 
 __all__ = ["group_norm_act", "gemm_group_norm_act", "parsed_attrs", "resolve_allow_tf32", "cuda_kernels_available",
-           "chain_number"]
+           "chain_number", "load", "plan_kernels", "plan_cache_size", "set_poison_outputs"]
 
-SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-CPU_ONLY_DTYPES = (torch.float64,)  # the CPU reference path also runs float64 (for references)
+_GN = catalog.GROUP_NORM_ACT.name
+_GEMM = catalog.GEMM_GROUP_NORM_ACT.name
 
 
 @functools.lru_cache(maxsize=256)
 def parsed_attrs(op: str, num_groups: int, epsilon: float, pre: str, post: str, reduce: str,
                  trans_b: int = 1, allow_tf32: int = 1) -> catalog.FusedAttrs:
-    """Parse and validate the attributes once per distinct combination (chains are parsed text)."""
+    """Parse and validate the attributes once per distinct combination (for the reference math in Python)."""
     attrs: dict[str, object] = {"num_groups": num_groups, "epsilon": epsilon, "pre": pre, "post": post,
                                 "reduce": reduce}
-    if op == catalog.GEMM_GROUP_NORM_ACT.name:
+    if op == _GEMM:
         attrs.update(trans_b=trans_b, allow_tf32=allow_tf32)
     try:
         return catalog.parse_attrs(op, attrs)
@@ -69,154 +74,139 @@ def resolve_allow_tf32(allow_tf32: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Input validation shared by every kernel (the fake one included, so export/compile fail early with the same text)
+# Loading the C++ ops (once; then the Python registrations that go with them)
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _check_float(op: str, name: str, t: Tensor, allowed: Sequence[torch.dtype]) -> None:
-    if t.dtype not in allowed:
-        raise FusedopsError(f"{op}: {name} has dtype {t.dtype}; supported: "
-                            + ", ".join(str(d).replace("torch.", "") for d in allowed))
+_lock = threading.Lock()
+_loaded: tuple | None = None  # (group_norm_act overload, gemm_group_norm_act overload)
+_python_lib = None  # keeps the Python registrations alive
 
 
-def _allowed_dtypes(x: Tensor) -> tuple[torch.dtype, ...]:
-    return SUPPORTED_DTYPES + CPU_ONLY_DTYPES if x.device.type in ("cpu", "meta") else SUPPORTED_DTYPES
+def load() -> tuple:
+    """Load ``libfusedops_torch.so`` and register the Python parts; FusedopsError naming the fix when not built."""
+    global _loaded, _python_lib
+    if _loaded is not None:
+        return _loaded
+    with _lock:
+        if _loaded is None:
+            from . import native
+
+            path = native.library_path("fusedops_torch")
+            if path is None:
+                raise FusedopsError(f"the PyTorch ops (libfusedops_torch.so) are not built in "
+                                    f"{native.build_dir() / 'lib'}; run `fusedops build-native` (it needs PyTorch's "
+                                    "CMake package, which this torch installation provides)")
+            torch.ops.load_library(str(path))
+            _python_lib = _register_python_parts()
+            torch.ops.fusedops._set_poison_outputs(os.environ.get("FUSEDOPS_POISON_OUTPUTS") == "1")
+            _loaded = (torch.ops.fusedops.group_norm_act.default, torch.ops.fusedops.gemm_group_norm_act.default)
+    return _loaded
 
 
-def _check_params(op: str, x: Tensor, C: int, a: catalog.FusedAttrs, named: Sequence[tuple[str, Tensor]],
-                  extras: Sequence[Tensor]) -> None:
-    allowed = _allowed_dtypes(x)
-    for name, t in list(named) + [(f"extra input {k}", e) for k, e in enumerate(extras)]:
-        _check_float(op, name, t, allowed)
-        if t.device != x.device:
-            raise FusedopsError(f"{op}: {name} is on {t.device} but X is on {x.device}")
-        if t.numel() != C:
-            raise FusedopsError(f"{op}: {name} has {t.numel()} elements, expected C={C}")
-    if C % a.num_groups != 0:
-        raise FusedopsError(f"{op}: C={C} is not divisible by num_groups={a.num_groups}")
-    if len(extras) < a.num_extras:
-        raise FusedopsError(f"{op}: chains reference {a.num_extras} extra input(s) (@0..@{a.num_extras - 1}), "
-                            f"got {len(extras)}")
-    if len(extras) > catalog.MAX_EXTRAS:
-        raise FusedopsError(f"{op}: at most {catalog.MAX_EXTRAS} extra inputs, got {len(extras)}")
+def cuda_kernels_available() -> tuple[bool, str]:
+    """(True, "") when the CUDA ops can run here, else (False, reason)."""
+    if not torch.cuda.is_available():
+        return False, "no CUDA device"
+    try:
+        load()
+        from . import abi
+
+        if not abi.has_cuda():
+            return False, "libfusedops was built without CUDA (nvcc or cuBLASLt missing when it was configured)"
+    except FusedopsError as e:
+        return False, str(e)
+    return True, ""
 
 
-def _check_group_norm_act(x: Tensor, gamma: Tensor, beta: Tensor, extras: Sequence[Tensor],
-                          a: catalog.FusedAttrs) -> None:
-    op = catalog.GROUP_NORM_ACT.name
-    _check_float(op, "X", x, _allowed_dtypes(x))
-    if x.dim() < 2 or x.dim() > 5:
-        raise FusedopsError(f"{op}: X must have rank 2-5 (N, C, *spatial), got shape {tuple(x.shape)}")
-    _check_params(op, x, x.shape[1], a, (("gamma", gamma), ("beta", beta)), extras)
+def set_poison_outputs(on: bool) -> None:
+    """Tests: outputs the ops allocate start as NaN and workspaces as 0xFF bytes (FUSEDOPS_POISON_OUTPUTS=1 at load
+    turns it on), so an element a kernel failed to write, or a workspace byte read before written, shows."""
+    load()
+    torch.ops.fusedops._set_poison_outputs(bool(on))
 
 
-def _gemm_channels(x: Tensor, w: Tensor, a: catalog.FusedAttrs) -> int:
-    op = catalog.GEMM_GROUP_NORM_ACT.name
-    if x.dim() < 2:
-        raise FusedopsError(f"{op}: X must have rank >= 2 (rows, K), got shape {tuple(x.shape)}")
-    if w.dim() != 2:
-        raise FusedopsError(f"{op}: W must be 2-D, got shape {tuple(w.shape)}")
-    K = x.shape[-1]
-    wk, C = (w.shape[1], w.shape[0]) if a.trans_b else (w.shape[0], w.shape[1])
-    if wk != K:
-        raise FusedopsError(f"{op}: X has K={K} features but W of shape {tuple(w.shape)} (trans_b={a.trans_b}) "
-                            f"expects {wk}")
-    return C
+def plan_kernels(x: Tensor, gamma: Tensor, beta: Tensor, extras: Sequence[Tensor], num_groups: int,
+                 epsilon: float = 1e-5, pre: str = "", post: str = "", reduce: str = "", w: Tensor | None = None,
+                 b: Tensor | None = None, trans_b: int = 1, allow_tf32: int = -1) -> str:
+    """Which kernels the plan for these arguments runs (GemmGroupNormAct when ``w`` is given)."""
+    load()
+    empty = x.new_empty(0)
+    try:
+        return torch.ops.fusedops._plan_kernels(x, empty if w is None else w, empty if b is None else b, gamma, beta,
+                                                list(extras), num_groups, epsilon, pre, post, reduce, trans_b,
+                                                allow_tf32)
+    except ValueError as e:
+        raise FusedopsError(str(e)) from None
 
 
-def _check_gemm_group_norm_act(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, beta: Tensor,
-                               extras: Sequence[Tensor], a: catalog.FusedAttrs) -> None:
-    op = catalog.GEMM_GROUP_NORM_ACT.name
-    _check_float(op, "X", x, _allowed_dtypes(x))
-    C = _gemm_channels(x, w, a)
-    if w.dtype != x.dtype:
-        raise FusedopsError(f"{op}: W has dtype {w.dtype} but X has {x.dtype}; they must match")
-    if w.device != x.device:
-        raise FusedopsError(f"{op}: W is on {w.device} but X is on {x.device}")
-    _check_params(op, x, C, a, (("bias B", b), ("gamma", gamma), ("beta", beta)), extras)
+def plan_cache_size() -> int:
+    """Plans the C++ ops hold (one per configuration: attributes, shapes, dtypes, device)."""
+    load()
+    return int(torch.ops.fusedops._plan_cache_size())
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# group_norm_act
+# The ops as Python callables: errors in the caller's input become FusedopsError (the C++ side raises ValueError)
 # ---------------------------------------------------------------------------------------------------------------------
 
-_GN = catalog.GROUP_NORM_ACT.name
-_GEMM = catalog.GEMM_GROUP_NORM_ACT.name
-
-
-# Explicit schemas: attributes are plain `int` (not SymInt): they are node attributes, never shapes.
-_GN_SCHEMA = ("(Tensor x, Tensor gamma, Tensor beta, Tensor[] extras, int num_groups, float epsilon=1e-05, "
-              "str pre=\"\", str post=\"\", str reduce=\"\") -> Tensor")
-_GEMM_SCHEMA = ("(Tensor x, Tensor w, Tensor b, Tensor gamma, Tensor beta, Tensor[] extras, int num_groups, "
-                "float epsilon=1e-05, str pre=\"\", str post=\"\", str reduce=\"\", int trans_b=1, "
-                "int allow_tf32=-1) -> Tensor")
-
-
-@torch.library.custom_op("fusedops::group_norm_act", mutates_args=(), device_types="cpu", schema=_GN_SCHEMA)
-def group_norm_act(x: Tensor, gamma: Tensor, beta: Tensor, extras: list[Tensor], num_groups: int,
+def group_norm_act(x: Tensor, gamma: Tensor, beta: Tensor, extras: Sequence[Tensor], num_groups: int,
                    epsilon: float = 1e-5, pre: str = "", post: str = "", reduce: str = "") -> Tensor:
     """Y = reduce_C(post(GroupNorm(pre(X)))); X is (N, C, *spatial) with 0-3 spatial dims."""
-    a = parsed_attrs(_GN, num_groups, epsilon, pre, post, reduce)
-    _check_group_norm_act(x, gamma, beta, extras, a)
-    return catalog.group_norm_act_reference(x.contiguous(), gamma, beta, list(extras), a)
+    op = (_loaded or load())[0]
+    try:
+        return op(x, gamma, beta, extras, num_groups, epsilon, pre, post, reduce)
+    except ValueError as e:
+        raise FusedopsError(str(e)) from None
 
 
-@group_norm_act.register_kernel("cuda")
-def _group_norm_act_cuda(x: Tensor, gamma: Tensor, beta: Tensor, extras: list[Tensor], num_groups: int,
-                         epsilon: float = 1e-5, pre: str = "", post: str = "", reduce: str = "") -> Tensor:
-    a = parsed_attrs(_GN, num_groups, epsilon, pre, post, reduce)
-    _check_group_norm_act(x, gamma, beta, extras, a)
-    abi = _abi()
-    return abi.groupnorm_act_cuda(x.contiguous(), gamma.contiguous(), beta.contiguous(),
-                                  [e.contiguous() for e in extras], a)
-
-
-@group_norm_act.register_fake
-def _group_norm_act_fake(x: Tensor, gamma: Tensor, beta: Tensor, extras: list[Tensor], num_groups: int,
-                         epsilon: float = 1e-5, pre: str = "", post: str = "", reduce: str = "") -> Tensor:
-    a = parsed_attrs(_GN, num_groups, epsilon, pre, post, reduce)
-    _check_group_norm_act(x, gamma, beta, extras, a)
-    return x.new_empty(catalog.output_shape(_GN, tuple(x.shape), a))
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# gemm_group_norm_act
-# ---------------------------------------------------------------------------------------------------------------------
-
-@torch.library.custom_op("fusedops::gemm_group_norm_act", mutates_args=(), device_types="cpu", schema=_GEMM_SCHEMA)
-def gemm_group_norm_act(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, beta: Tensor, extras: list[Tensor],
+def gemm_group_norm_act(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, beta: Tensor, extras: Sequence[Tensor],
                         num_groups: int, epsilon: float = 1e-5, pre: str = "", post: str = "", reduce: str = "",
                         trans_b: int = 1, allow_tf32: int = -1) -> Tensor:
     """Y = reduce_C(post(GroupNorm(pre(X @ W^T + B)))); every row of X is one sample."""
-    a = parsed_attrs(_GEMM, num_groups, epsilon, pre, post, reduce, trans_b, resolve_allow_tf32(allow_tf32))
-    _check_gemm_group_norm_act(x, w, b, gamma, beta, extras, a)
-    return catalog.gemm_group_norm_act_reference(x.contiguous(), w.contiguous(), b, gamma, beta, list(extras), a)
+    op = (_loaded or load())[1]
+    try:
+        return op(x, w, b, gamma, beta, extras, num_groups, epsilon, pre, post, reduce, trans_b, allow_tf32)
+    except ValueError as e:
+        raise FusedopsError(str(e)) from None
 
 
-@gemm_group_norm_act.register_kernel("cuda")
-def _gemm_group_norm_act_cuda(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, beta: Tensor, extras: list[Tensor],
-                              num_groups: int, epsilon: float = 1e-5, pre: str = "", post: str = "",
-                              reduce: str = "", trans_b: int = 1, allow_tf32: int = -1) -> Tensor:
-    tf32 = resolve_allow_tf32(allow_tf32)
-    a = parsed_attrs(_GEMM, num_groups, epsilon, pre, post, reduce, trans_b, tf32)
-    _check_gemm_group_norm_act(x, w, b, gamma, beta, extras, a)
-    abi = _abi()
-    return abi.gemm_groupnorm_act_cuda(x.contiguous(), w.contiguous(), b.contiguous(), gamma.contiguous(),
-                                       beta.contiguous(), [e.contiguous() for e in extras], a, tf32)
+# ---------------------------------------------------------------------------------------------------------------------
+# Fake kernels: the library's shape rules on what is known (symbolic sizes are unknown to it), then the output shape
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _static(dims) -> list[int | None]:
+    return [int(s) if isinstance(s, int) else None for s in dims]
 
 
-@gemm_group_norm_act.register_fake
-def _gemm_group_norm_act_fake(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, beta: Tensor, extras: list[Tensor],
-                              num_groups: int, epsilon: float = 1e-5, pre: str = "", post: str = "",
-                              reduce: str = "", trans_b: int = 1, allow_tf32: int = -1) -> Tensor:
+def _validate(op: str, tensors: Sequence[Tensor], attrs: catalog.FusedAttrs) -> None:
+    from . import abi
+
+    try:
+        abi.describe(abi.parse_attributes(op, attrs),
+                     [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, _static(t.shape))
+                      for t in tensors])
+    except FusedopsError as e:
+        raise FusedopsError(str(e).split(": ", 1)[-1]) from None  # without the C function's name
+
+
+def _gn_fake(x, gamma, beta, extras, num_groups, epsilon=1e-5, pre="", post="", reduce=""):
+    a = parsed_attrs(_GN, num_groups, epsilon, pre, post, reduce)
+    _validate(_GN, [x, gamma, beta, *extras], a)
+    return x.new_empty(catalog.output_shape(_GN, tuple(x.shape), a))
+
+
+def _gemm_fake(x, w, b, gamma, beta, extras, num_groups, epsilon=1e-5, pre="", post="", reduce="", trans_b=1,
+               allow_tf32=-1):
     a = parsed_attrs(_GEMM, num_groups, epsilon, pre, post, reduce, trans_b, 1 if allow_tf32 == -1 else allow_tf32)
-    _check_gemm_group_norm_act(x, w, b, gamma, beta, extras, a)
+    _validate(_GEMM, [x, w, b, gamma, beta, *extras], a)
     return x.new_empty(catalog.output_shape(_GEMM, tuple(x.shape), a, tuple(w.shape)))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Autograd: the backward recomputes the forward with the catalog's reference math (PyTorch ops, any device) and
 # differentiates that. Correct everywhere, not fused: the fused kernels are for inference; training works but pays
-# the unfused cost in the backward pass.
+# the unfused cost in the backward pass. Under create_graph the recomputation stays connected to the inputs, so a
+# double backward differentiates it again (gradgradcheck in the tests).
 # ---------------------------------------------------------------------------------------------------------------------
 
 _GN_DEFAULTS = (None, 1e-5, "", "", "")  # num_groups (always given), epsilon, pre, post, reduce
@@ -231,6 +221,14 @@ def _grads_for(ctx, tensor_grads: tuple) -> tuple:
 
 
 def _reference_grads(fn, tensors: Sequence[Tensor], grad: Tensor) -> tuple:
+    if torch.is_grad_enabled():  # create_graph: keep the graph to the inputs for a higher-order backward
+        wanted = [i for i, t in enumerate(tensors) if t.requires_grad]
+        y = fn(*tensors)
+        got = torch.autograd.grad(y, [tensors[i] for i in wanted], grad, create_graph=True, allow_unused=True)
+        out: list = [None] * len(tensors)
+        for i, g in zip(wanted, got):
+            out[i] = g
+        return tuple(out)
     with torch.enable_grad():
         leaves = [t.detach().requires_grad_(t.requires_grad or t.is_floating_point()) for t in tensors]
         y = fn(*leaves)
@@ -268,31 +266,33 @@ def _gemm_backward(ctx, grad):
     return _grads_for(ctx, (g[0], g[1], g[2], g[3], g[4], list(g[5:])))
 
 
-group_norm_act.register_autograd(_gn_backward, setup_context=_gn_setup_context)
-gemm_group_norm_act.register_autograd(_gemm_backward, setup_context=_gemm_setup_context)
-
-
 # ---------------------------------------------------------------------------------------------------------------------
-# The CUDA library
+# float64 on the CPU: the C++ kernel hands it to these reference ops (the catalog's math, in float64)
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _abi():
-    """The ctypes binding of the native library (imported on first CUDA call; a clear error if it is missing)."""
-    try:
-        from fusedops.plugins import abi
-    except ImportError as e:  # the binding module itself is missing
-        raise FusedopsError(f"fusedops CUDA kernels unavailable: cannot import fusedops.plugins.abi ({e})") from None
-    return abi
+def _gn_reference(x, gamma, beta, extras, num_groups, epsilon, pre, post, reduce):
+    a = parsed_attrs(_GN, num_groups, epsilon, pre, post, reduce)
+    return catalog.group_norm_act_reference(x, gamma, beta, list(extras), a)
 
 
-def cuda_kernels_available() -> tuple[bool, str]:
-    """(True, "") when a CUDA device and the native library with CUDA kernels are present, else (False, reason)."""
-    if not torch.cuda.is_available():
-        return False, "no CUDA device"
-    try:
-        abi = _abi()
-        if hasattr(abi, "has_cuda") and not abi.has_cuda():
-            return False, "the fusedops native library was built without CUDA kernels"
-    except Exception as e:  # noqa: BLE001 - any failure to load the library is a reason to skip
-        return False, f"fusedops native library not loadable: {e}"
-    return True, ""
+def _gemm_reference(x, w, b, gamma, beta, extras, num_groups, epsilon, pre, post, reduce, trans_b, allow_tf32):
+    a = parsed_attrs(_GEMM, num_groups, epsilon, pre, post, reduce, trans_b, allow_tf32)
+    return catalog.gemm_group_norm_act_reference(x, w, b, gamma, beta, list(extras), a)
+
+
+def _register_python_parts():
+    lib = torch.library.Library("fusedops", "FRAGMENT")
+    lib.define("_reference_group_norm_act(Tensor x, Tensor gamma, Tensor beta, Tensor[] extras, int num_groups, "
+               "float epsilon, str pre, str post, str reduce) -> Tensor")
+    lib.define("_reference_gemm_group_norm_act(Tensor x, Tensor w, Tensor b, Tensor gamma, Tensor beta, "
+               "Tensor[] extras, int num_groups, float epsilon, str pre, str post, str reduce, int trans_b, "
+               "int allow_tf32) -> Tensor")
+    lib.impl("_reference_group_norm_act", _gn_reference, "CompositeExplicitAutograd")
+    lib.impl("_reference_gemm_group_norm_act", _gemm_reference, "CompositeExplicitAutograd")
+    torch.library.register_fake("fusedops::group_norm_act", _gn_fake, lib=lib)
+    torch.library.register_fake("fusedops::gemm_group_norm_act", _gemm_fake, lib=lib)
+    torch.library.register_autograd("fusedops::group_norm_act", _gn_backward, setup_context=_gn_setup_context,
+                                    lib=lib)
+    torch.library.register_autograd("fusedops::gemm_group_norm_act", _gemm_backward,
+                                    setup_context=_gemm_setup_context, lib=lib)
+    return lib

@@ -137,11 +137,20 @@ def test_num_extras(abi):
 # ---------------------------------------------------------------------------------------------------------------------
 
 def _gn_desc(abi, **kw):
+    """A complete GroupNormAct descriptor (the op descriptor's gn part), fields overridable."""
     a = catalog.parse_attrs("GroupNormAct", {"num_groups": kw.pop("G", 4), "pre": kw.pop("pre", ""),
                                              "post": kw.pop("post", "")})
-    d = abi.groupnorm_desc(a, kw.pop("N", 2), kw.pop("C", 8), kw.pop("S", 3), torch.float32, torch.float32)
+    d = abi.parse_attributes("GroupNormAct", a).d.gn
+    d.N, d.C, d.S, d.x_dtype, d.param_dtype = kw.pop("N", 2), kw.pop("C", 8), kw.pop("S", 3), abi.F32, abi.F32
     for k, v in kw.items():
         setattr(d, k, v)
+    return d
+
+
+def _gemm_desc(abi, M=3, C=8, K=5, **attrs):
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": 4, **attrs})
+    d = abi.parse_attributes("GemmGroupNormAct", a).d
+    d.gn.N, d.gn.C, d.gn.S, d.K, d.gn.x_dtype, d.gn.param_dtype = M, C, 1, K, abi.F32, abi.F32
     return d
 
 
@@ -165,11 +174,12 @@ def test_checks_accept_valid_and_gemm_specific_fields(abi):
     err = ctypes.create_string_buffer(256)
     d = _gn_desc(abi)
     assert lib.fusedops_groupnorm_act_check(ctypes.byref(d), err, 256) == abi.OK
-    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": 4})
-    g = abi.gemm_desc(a, 3, 8, 5, torch.float32, torch.float32, 1)
+    g = _gemm_desc(abi)
     assert lib.fusedops_gemm_groupnorm_act_check(ctypes.byref(g), err, 256) == abi.OK
-    for field, value, needle in [("K", 0, "K=0"), ("trans_b", 2, "trans_b"), ("allow_tf32", 5, "allow_tf32")]:
-        g2 = abi.gemm_desc(a, 3, 8, 5, torch.float32, torch.float32, 1)
+    g.K = 0  # valid: X·Wᵀ is zero, Y depends on the bias only
+    assert lib.fusedops_gemm_groupnorm_act_check(ctypes.byref(g), err, 256) == abi.OK
+    for field, value, needle in [("K", -1, "K=-1"), ("trans_b", 2, "trans_b"), ("allow_tf32", 5, "allow_tf32")]:
+        g2 = _gemm_desc(abi)
         setattr(g2, field, value)
         assert lib.fusedops_gemm_groupnorm_act_check(ctypes.byref(g2), err, 256) == abi.ERR_INVALID_ARGUMENT
         assert needle in err.value.decode()
@@ -177,7 +187,7 @@ def test_checks_accept_valid_and_gemm_specific_fields(abi):
     assert lib.fusedops_gemm_groupnorm_act_check(ctypes.byref(g), err, 256) == abi.ERR_INVALID_ARGUMENT
 
 
-def test_run_rejects_missing_extras_and_cuda_stub(abi):
+def test_run_rejects_missing_extras(abi):
     lib = abi.load()
     d = _gn_desc(abi, pre="add(@1)")
     x = torch.randn(2, 8, 3)
@@ -187,10 +197,6 @@ def test_run_rejects_missing_extras_and_cuda_stub(abi):
     rc = lib.fusedops_groupnorm_act_cpu(ctypes.byref(d), x.data_ptr(), g.data_ptr(), b.data_ptr(), extras, 1,
                                         y.data_ptr(), err, 256)
     assert rc == abi.ERR_INVALID_ARGUMENT and "reference 2 extra input(s), got 1" in err.value.decode()
-    if not abi.has_cuda():
-        rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), None, None, None, None, 0, None, None, 0, None,
-                                             err, 256)
-        assert rc == abi.ERR_NOT_BUILT and "without CUDA" in err.value.decode()
 
 
 # ---------------------------------------------------------------------------------------------------------------------

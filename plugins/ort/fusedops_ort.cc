@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -69,20 +70,38 @@ const char* op_name(OpKind k) { return k == OpKind::kGroupNormAct ? "GroupNormAc
     if (_st) return _st;            \
   } while (0)
 
-// Kernel: parsed attributes (at session creation) + the descriptor template.
+// One node's plan for one set of input shapes (and, on the CUDA EP, one device).
+struct PlanEntry {
+  fusedops_plan* plan = nullptr;
+  std::vector<int64_t> out_shape;
+  size_t workspace = 0;
+  ~PlanEntry() { fusedops_plan_destroy(plan); }
+};
+
+// Kernel: attributes parsed once (at session creation) into the op descriptor template; a plan per input shape,
+// made on the first run with that shape and kept (concurrent Run()s share the kernel, hence the mutex).
 struct Kernel {
   const OrtApi* api;
   OpConfig cfg;
   std::string node;  // node name, for error messages
-  fusedops_groupnorm_desc gn{};
-  int32_t trans_b = 1;
-  int32_t allow_tf32 = 1;
+  fusedops_op_desc tmpl{};
   int32_t num_extras = 0;
   size_t num_fixed_inputs = 0;
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::shared_ptr<PlanEntry>> plans;
 
   std::string where() const { return std::string("fusedops ") + op_name(cfg.kind) + " node '" + node + "': "; }
   OrtStatus* error(const std::string& what) const {
     return api->CreateStatus(ORT_INVALID_ARGUMENT, (where() + what).c_str());
+  }
+  // A library message starts with the op's name, which where() already gives.
+  OrtStatus* library_error(int rc, const char* msg) const {
+    const std::string prefix = std::string(op_name(cfg.kind)) + ": ";
+    if (std::strncmp(msg, prefix.c_str(), prefix.size()) == 0) msg += prefix.size();
+    const OrtErrorCode code = rc == FUSEDOPS_ERR_INVALID_ARGUMENT ? ORT_INVALID_ARGUMENT
+                              : rc == FUSEDOPS_ERR_UNSUPPORTED    ? ORT_NOT_IMPLEMENTED
+                                                                  : ORT_FAIL;
+    return api->CreateStatus(code, (where() + msg).c_str());
   }
 };
 
@@ -230,90 +249,30 @@ struct FusedCustomOp {
 };
 static_assert(offsetof(FusedCustomOp, base) == 0, "OrtCustomOp must be the first member");
 
-// ---- shape checks: at session creation on the graph's static shapes, at run on the inputs' shapes ----
-struct Shape {
-  bool known = false;         // rank known
-  std::vector<int64_t> dims;  // a dim < 0 is dynamic (-1 or symbolic): checks that need it are left to the run
-  int64_t numel() const {     // -1 unless every dim is static
-    if (!known) return -1;
-    int64_t n = 1;
-    for (int64_t d : dims) {
-      if (d < 0) return -1;
-      n *= d;
-    }
-    return n;
-  }
-};
+// ---- shapes: the library's rules (fusedops_describe), at session creation on what the graph knows, and per new
+// input shape at run, where the plan for that shape is made ----
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
-  return t + (s.size() == 1 ? ",)" : ")");
+ONNXTensorElementDataType input_type(const OpConfig& c, size_t i) {
+  const size_t data_typed = c.kind == OpKind::kGemmGroupNormAct ? 2 : 1;  // X (and W) carry X's type
+  return i < data_typed ? c.x_type : c.param_type;
 }
 
-// X / W ranks, X's K against W, B / gamma / beta / extras having C elements, C % num_groups. *c_out: C, or -1 when
-// it is not static.
-OrtStatus* check_shapes(const Kernel& k, const std::vector<Shape>& in, int64_t* c_out) {
-  const bool gemm = k.cfg.kind == OpKind::kGemmGroupNormAct;
-  const Shape& X = in[0];
-  int64_t C = -1;
-  if (!gemm) {
-    if (X.known && X.dims.size() < 2)
-      return k.error("X must have rank >= 2 (N, C, *spatial), got shape " + shape_text(X.dims));
-    if (X.known) C = X.dims[1];
-  } else {
-    const Shape& W = in[1];
-    if (X.known && X.dims.size() < 2)
-      return k.error("X must have rank >= 2 (rows, K), got shape " + shape_text(X.dims));
-    if (W.known && W.dims.size() != 2) return k.error("W must be 2-D, got shape " + shape_text(W.dims));
-    if (W.known) {
-      const int64_t K = X.known ? X.dims.back() : -1;
-      const int64_t wk = k.trans_b ? W.dims[1] : W.dims[0];
-      C = k.trans_b ? W.dims[0] : W.dims[1];
-      if (K >= 0 && wk >= 0 && wk != K)
-        return k.error("X has K=" + std::to_string(K) + " features but W of shape " + shape_text(W.dims) +
-                       " (trans_b=" + std::to_string(k.trans_b) + ") expects " + std::to_string(wk));
-    }
-  }
-  *c_out = C < 0 ? -1 : C;
-  if (C < 0) return nullptr;
-  const size_t gi = gemm ? 3 : 1;  // index of gamma
-  std::vector<std::pair<size_t, std::string>> per_channel;
-  if (gemm) per_channel.emplace_back(2, "bias B");
-  per_channel.emplace_back(gi, "gamma");
-  per_channel.emplace_back(gi + 1, "beta");
-  for (const auto& p : per_channel) {
-    const int64_t n = in[p.first].numel();
-    if (n >= 0 && n != C)
-      return k.error(p.second + " has " + std::to_string(n) + " elements, expected C=" + std::to_string(C));
-  }
-  for (size_t e = 0; k.num_fixed_inputs + e < in.size(); ++e) {
-    const int64_t n = in[k.num_fixed_inputs + e].numel();
-    if (n >= 0 && n != C)
-      return k.error("extra input " + std::to_string(e) + " has " + std::to_string(n) + " elements, expected C=" +
-                     std::to_string(C) + " (one per channel)");
-  }
-  if (C > 0 && C % k.gn.num_groups != 0)
-    return k.error("C=" + std::to_string(C) + " is not divisible by num_groups=" + std::to_string(k.gn.num_groups));
-  return nullptr;
-}
-
-// Input i's shape as the graph knows it at session creation. ORT reports an unknown shape as rank 0, so rank 0
-// counts as unknown here (a real scalar is caught at run).
-Shape static_shape(const OrtApi* api, const OrtKernelInfo* info, size_t i) {
-  Shape s;
+// Input i as the graph knows it at session creation. ORT reports an unknown shape as rank 0, so rank 0 counts as
+// unknown here (a real scalar is caught at run).
+fusedops_tensor_desc static_desc(const Kernel& k, const OrtKernelInfo* info, size_t i) {
+  const OrtApi* api = k.api;
+  fusedops_tensor_desc t{};
+  t.dtype = to_fusedops_dtype(input_type(k.cfg, i));
+  t.rank = -1;
   OrtTypeInfo* ti = nullptr;
-  if (!ok(api, api->KernelInfo_GetInputTypeInfo(info, i, &ti)) || !ti) return s;
+  if (!ok(api, api->KernelInfo_GetInputTypeInfo(info, i, &ti)) || !ti) return t;
   const OrtTensorTypeAndShapeInfo* tsi = nullptr;  // owned by ti
   size_t rank = 0;
   if (ok(api, api->CastTypeInfoToTensorInfo(ti, &tsi)) && tsi && ok(api, api->GetDimensionsCount(tsi, &rank)) &&
-      rank > 0) {
-    s.dims.resize(rank);
-    s.known = ok(api, api->GetDimensions(tsi, s.dims.data(), rank));
-  }
+      rank > 0 && rank <= FUSEDOPS_MAX_RANK && ok(api, api->GetDimensions(tsi, t.dims, rank)))
+    t.rank = static_cast<int32_t>(rank);
   api->ReleaseTypeInfo(ti);
-  if (!s.known) s.dims.clear();
-  return s;
+  return t;
 }
 
 OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, const OrtKernelInfo* info,
@@ -325,33 +284,19 @@ OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, 
     k->cfg = FusedCustomOp::self(op)->cfg;
     k->node = node_name(api, info);
     k->num_fixed_inputs = FusedCustomOp::fixed_inputs(k->cfg.kind);
-    char err[512] = {0};
 
+    // Attributes: ORT's typed getters tell a wrong type from an absent attribute (absent keeps the default); the
+    // library parses and validates the values.
     int64_t groups = 0;
     bool has_groups = false;
     FUSEDOPS_ORT_CHECK(attr_int(*k, info, "num_groups", &groups, &has_groups));
     if (!has_groups) return k->error("attribute 'num_groups' is required");
-    if (groups <= 0 || groups > 2147483647)
-      return k->error("num_groups must be positive, got " + std::to_string(groups));
     float eps = 1e-5f;
     FUSEDOPS_ORT_CHECK(attr_float(*k, info, "epsilon", &eps));
-    if (!std::isfinite(eps) || eps < 0.f)
-      return k->error("epsilon must be a finite non-negative number, got " + std::to_string(eps));
     std::string pre, post, reduce;
     FUSEDOPS_ORT_CHECK(attr_string(*k, info, "pre", &pre));
     FUSEDOPS_ORT_CHECK(attr_string(*k, info, "post", &post));
     FUSEDOPS_ORT_CHECK(attr_string(*k, info, "reduce", &reduce));
-    fusedops_groupnorm_desc& d = k->gn;
-    d.num_groups = static_cast<int32_t>(groups);
-    d.epsilon = eps;
-    if (fusedops_parse_chain(pre.c_str(), &d.pre, err, sizeof err))
-      return k->error(std::string("attribute 'pre': ") + err);
-    if (fusedops_parse_chain(post.c_str(), &d.post, err, sizeof err))
-      return k->error(std::string("attribute 'post': ") + err);
-    if (fusedops_parse_reduce(reduce.c_str(), &d.reduce, err, sizeof err))
-      return k->error(std::string("attribute 'reduce': ") + err);
-    d.x_dtype = to_fusedops_dtype(k->cfg.x_type);
-    d.param_dtype = to_fusedops_dtype(k->cfg.param_type);
     for (const char* key : {"plugin_namespace", "plugin_version"}) {
       std::string v;
       bool has = false;
@@ -360,31 +305,38 @@ OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, 
       if (has && v != want)
         return k->error(std::string("attribute '") + key + "' must be '" + want + "', got '" + v + "'");
     }
+    fusedops_attributes fa{};
+    fa.op = k->cfg.kind == OpKind::kGemmGroupNormAct ? FUSEDOPS_OP_GEMM_GROUPNORM_ACT : FUSEDOPS_OP_GROUPNORM_ACT;
+    fa.num_groups = groups;
+    fa.epsilon = eps;
+    fa.pre = pre.c_str();
+    fa.post = post.c_str();
+    fa.reduce = reduce.c_str();
+    fa.trans_b = 1;
+    fa.allow_tf32 = 1;
     if (k->cfg.kind == OpKind::kGemmGroupNormAct) {
       int64_t tb = 1, tf = 1;
       FUSEDOPS_ORT_CHECK(attr_int(*k, info, "trans_b", &tb));
       FUSEDOPS_ORT_CHECK(attr_int(*k, info, "allow_tf32", &tf));
       if (tb != 0 && tb != 1) return k->error("trans_b must be 0 or 1, got " + std::to_string(tb));
       if (tf != 0 && tf != 1) return k->error("allow_tf32 must be 0 or 1, got " + std::to_string(tf));
-      k->trans_b = static_cast<int32_t>(tb);
-      k->allow_tf32 = k->cfg.allow_tf32_override >= 0 ? k->cfg.allow_tf32_override : static_cast<int32_t>(tf);
+      fa.trans_b = static_cast<int32_t>(tb);
+      fa.allow_tf32 = k->cfg.allow_tf32_override >= 0 ? k->cfg.allow_tf32_override : static_cast<int32_t>(tf);
     }
-    k->num_extras = fusedops_num_extras(&d.pre, &d.post);
+    char err[1024] = {0};
+    int rc = fusedops_parse_attributes(&fa, &k->tmpl, err, sizeof err);
+    if (rc != FUSEDOPS_OK) return k->library_error(rc, err);
+    k->num_extras = fusedops_num_extras(&k->tmpl.d.gn.pre, &k->tmpl.d.gn.post);
+
+    // What the graph already says about the inputs: a wrong model fails here, not at its first run.
     size_t n_inputs = 0;
     if (ok(api, api->KernelInfo_GetInputCount(info, &n_inputs))) {
-      const size_t have = n_inputs > k->num_fixed_inputs ? n_inputs - k->num_fixed_inputs : 0;
-      if (have < static_cast<size_t>(k->num_extras))
-        return k->error("chains reference " + std::to_string(k->num_extras) + " extra input(s), node has " +
-                        std::to_string(have));
-      if (have > FUSEDOPS_MAX_EXTRAS)
-        return k->error("node has " + std::to_string(have) + " extra inputs; at most " +
-                        std::to_string(FUSEDOPS_MAX_EXTRAS) + " are supported");
-      if (n_inputs >= k->num_fixed_inputs) {
-        std::vector<Shape> shapes(n_inputs);
-        for (size_t i = 0; i < n_inputs; ++i) shapes[i] = static_shape(api, info, i);
-        int64_t C = -1;
-        FUSEDOPS_ORT_CHECK(check_shapes(*k, shapes, &C));
-      }
+      std::vector<fusedops_tensor_desc> in(n_inputs);
+      for (size_t i = 0; i < n_inputs; ++i) in[i] = static_desc(*k, info, i);
+      fusedops_op_desc d = k->tmpl;
+      fusedops_tensor_desc y{};
+      rc = fusedops_describe(&d, in.data(), static_cast<int32_t>(n_inputs), &y, err, sizeof err);
+      if (rc != FUSEDOPS_OK) return k->library_error(rc, err);
     }
     *out = k.release();
     return nullptr;
@@ -481,117 +433,96 @@ struct OrtScheduler {
   }
 };
 
+// The plan for this run's input shapes (and device): cached per kernel, made on first use.
+OrtStatus* plan_for(Kernel& k, const std::vector<TensorView>& in, int32_t device, std::shared_ptr<PlanEntry>* out) {
+  std::vector<int64_t> key;
+  key.push_back(device);
+  for (const TensorView& t : in) {
+    key.push_back(static_cast<int64_t>(t.shape.size()));
+    key.insert(key.end(), t.shape.begin(), t.shape.end());
+  }
+  {
+    std::lock_guard<std::mutex> lock(k.mu);
+    auto it = k.plans.find(key);
+    if (it != k.plans.end()) {
+      *out = it->second;
+      return nullptr;
+    }
+  }
+  std::vector<fusedops_tensor_desc> descs(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].shape.size() > FUSEDOPS_MAX_RANK)
+      return k.error("input " + std::to_string(i) + " has rank " + std::to_string(in[i].shape.size()) +
+                     "; at most " + std::to_string(FUSEDOPS_MAX_RANK) + " is supported");
+    descs[i].dtype = to_fusedops_dtype(input_type(k.cfg, i));
+    descs[i].rank = static_cast<int32_t>(in[i].shape.size());
+    for (size_t j = 0; j < in[i].shape.size(); ++j) descs[i].dims[j] = in[i].shape[j];
+  }
+  fusedops_op_desc d = k.tmpl;
+  fusedops_tensor_desc y{};
+  char err[1024] = {0};
+  int rc = fusedops_describe(&d, descs.data(), static_cast<int32_t>(descs.size()), &y, err, sizeof err);
+  if (rc != FUSEDOPS_OK) return k.library_error(rc, err);
+  auto e = std::make_shared<PlanEntry>();
+  rc = fusedops_plan_create(&d, device, nullptr, &e->plan, err, sizeof err);
+  if (rc != FUSEDOPS_OK) return k.library_error(rc, err);
+  e->out_shape.assign(y.dims, y.dims + y.rank);
+  e->workspace = fusedops_plan_workspace_size(e->plan);
+  std::lock_guard<std::mutex> lock(k.mu);
+  if (k.plans.size() >= 256) k.plans.clear();  // a bound for endlessly varying shapes
+  *out = k.plans.emplace(std::move(key), e).first->second;
+  return nullptr;
+}
+
 OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
   const OrtApi* api = k.api;
   size_t n_in = 0;
   FUSEDOPS_ORT_CHECK(api->KernelContext_GetInputCount(ctx, &n_in));
-  const bool gemm = k.cfg.kind == OpKind::kGemmGroupNormAct;
   std::vector<TensorView> in(n_in);
   for (size_t i = 0; i < n_in; ++i) FUSEDOPS_ORT_CHECK(read_input(api, ctx, i, &in[i]));
-  const size_t n_extras = n_in - k.num_fixed_inputs;
-  if (n_extras < static_cast<size_t>(k.num_extras))
-    return k.error("chains reference " + std::to_string(k.num_extras) + " extra input(s), got " +
-                   std::to_string(n_extras));
-  if (n_extras > FUSEDOPS_MAX_EXTRAS) return k.error("too many extra inputs");
-
-  std::vector<Shape> shapes(n_in);
-  for (size_t i = 0; i < n_in; ++i) shapes[i] = Shape{true, in[i].shape};
-  int64_t C = 0;
-  FUSEDOPS_ORT_CHECK(check_shapes(k, shapes, &C));
-  const TensorView& X = in[0];
-  fusedops_groupnorm_desc d = k.gn;
-  fusedops_gemm_desc gd{};
-  std::vector<int64_t> out_shape;
-  d.C = C;
-  d.S = 1;
-  if (!gemm) {
-    d.N = X.shape[0];
-    for (size_t i = 2; i < X.shape.size(); ++i) d.S *= X.shape[i];
-    out_shape = X.shape;
-    if (d.reduce != FUSEDOPS_REDUCE_NONE) out_shape[1] = 1;
-  } else {
-    int64_t rows = 1;
-    for (size_t i = 0; i + 1 < X.shape.size(); ++i) rows *= X.shape[i];
-    d.N = rows;
-    gd.K = X.shape.back();
-    gd.trans_b = k.trans_b;
-    gd.allow_tf32 = k.allow_tf32;
-    out_shape.assign(X.shape.begin(), X.shape.end() - 1);
-    out_shape.push_back(d.reduce != FUSEDOPS_REDUCE_NONE ? 1 : C);
+  int32_t device = FUSEDOPS_DEVICE_CPU;
+#ifdef FUSEDOPS_ORT_WITH_CUDA
+  const OrtValue* xv = nullptr;
+  if (k.cfg.cuda) {
+    FUSEDOPS_ORT_CHECK(api->KernelContext_GetInput(ctx, 0, &xv));
+    const OrtMemoryInfo* mem = nullptr;
+    FUSEDOPS_ORT_CHECK(api->GetTensorMemoryInfo(xv, &mem));
+    int id = 0;
+    FUSEDOPS_ORT_CHECK(api->MemoryInfoGetId(mem, &id));
+    device = id;
   }
-  const void* extras[FUSEDOPS_MAX_EXTRAS] = {};
-  for (size_t e = 0; e < n_extras; ++e) extras[e] = in[k.num_fixed_inputs + e].data;
+#else
+  if (k.cfg.cuda) return k.error("library built without CUDA");
+#endif
+  std::shared_ptr<PlanEntry> e;
+  FUSEDOPS_ORT_CHECK(plan_for(k, in, device, &e));
 
   OrtValue* y = nullptr;
-  FUSEDOPS_ORT_CHECK(api->KernelContext_GetOutput(ctx, 0, out_shape.data(), out_shape.size(), &y));
+  FUSEDOPS_ORT_CHECK(api->KernelContext_GetOutput(ctx, 0, e->out_shape.data(), e->out_shape.size(), &y));
   void* yp = nullptr;
   FUSEDOPS_ORT_CHECK(api->GetTensorMutableData(y, &yp));
-  // Empty batch / spatial extent: nothing to compute (the output is empty too).
-  if (d.N == 0 || d.S == 0) return nullptr;
+  const void* ptrs[5 + FUSEDOPS_MAX_EXTRAS] = {};
+  for (size_t i = 0; i < n_in && i < 5 + FUSEDOPS_MAX_EXTRAS; ++i) ptrs[i] = in[i].data;
 
-  char err[512] = {0};
+  char err[1024] = {0};
   int rc = 0;
-  if (gemm) {
-    gd.gn = d;
-    if (!k.cfg.cuda) {
-      OrtScheduler os{api, ctx};
-      fusedops::cpu::ScopedScheduler use_ort_threads(&os.sched);
-      rc = fusedops_gemm_groupnorm_act_cpu(&gd, X.data, in[1].data, in[2].data, in[3].data, in[4].data, extras,
-                                           static_cast<int32_t>(n_extras), yp, err, sizeof err);
-      g_cpu_calls.fetch_add(1, std::memory_order_relaxed);
-    } else {
-#ifdef FUSEDOPS_ORT_WITH_CUDA
-      rc = fusedops_gemm_groupnorm_act_check(&gd, err, sizeof err);
-      if (rc == 0) {
-        void* stream = nullptr;
-        FUSEDOPS_ORT_CHECK(api->KernelContext_GetGPUComputeStream(ctx, &stream));
-        const OrtValue* xv = nullptr;
-        FUSEDOPS_ORT_CHECK(api->KernelContext_GetInput(ctx, 0, &xv));
-        DeviceScratch ws;
-        const size_t bytes = fusedops_gemm_groupnorm_act_workspace_size(&gd);
-        FUSEDOPS_ORT_CHECK(ws.get(k, ctx, xv, bytes, stream));
-        rc = fusedops_gemm_groupnorm_act_cuda(&gd, X.data, in[1].data, in[2].data, in[3].data, in[4].data, extras,
-                                              static_cast<int32_t>(n_extras), yp, ws.ptr, bytes,
-                                              static_cast<fusedops_stream_t>(stream), err, sizeof err);
-        g_cuda_calls.fetch_add(1, std::memory_order_relaxed);
-      }
-#else
-      return k.error("library built without CUDA");
-#endif
-    }
+  if (!k.cfg.cuda) {
+    OrtScheduler os{api, ctx};
+    fusedops::cpu::ScopedScheduler use_ort_threads(&os.sched);
+    rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(n_in), yp, nullptr, 0, nullptr, err, sizeof err);
+    g_cpu_calls.fetch_add(1, std::memory_order_relaxed);
   } else {
-    if (!k.cfg.cuda) {
-      OrtScheduler os{api, ctx};
-      fusedops::cpu::ScopedScheduler use_ort_threads(&os.sched);
-      rc = fusedops_groupnorm_act_cpu(&d, X.data, in[1].data, in[2].data, extras, static_cast<int32_t>(n_extras), yp,
-                                      err, sizeof err);
-      g_cpu_calls.fetch_add(1, std::memory_order_relaxed);
-    } else {
 #ifdef FUSEDOPS_ORT_WITH_CUDA
-      rc = fusedops_groupnorm_act_check(&d, err, sizeof err);
-      if (rc == 0) {
-        void* stream = nullptr;
-        FUSEDOPS_ORT_CHECK(api->KernelContext_GetGPUComputeStream(ctx, &stream));
-        const OrtValue* xv = nullptr;
-        FUSEDOPS_ORT_CHECK(api->KernelContext_GetInput(ctx, 0, &xv));
-        DeviceScratch ws;
-        const size_t bytes = fusedops_groupnorm_act_workspace_size(&d);
-        FUSEDOPS_ORT_CHECK(ws.get(k, ctx, xv, bytes, stream));
-        rc = fusedops_groupnorm_act_cuda(&d, X.data, in[1].data, in[2].data, extras, static_cast<int32_t>(n_extras),
-                                         yp, ws.ptr, bytes, static_cast<fusedops_stream_t>(stream), err, sizeof err);
-        g_cuda_calls.fetch_add(1, std::memory_order_relaxed);
-      }
-#else
-      return k.error("library built without CUDA");
+    void* stream = nullptr;
+    FUSEDOPS_ORT_CHECK(api->KernelContext_GetGPUComputeStream(ctx, &stream));
+    DeviceScratch ws;
+    FUSEDOPS_ORT_CHECK(ws.get(k, ctx, xv, e->workspace, stream));
+    rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(n_in), yp, ws.ptr, e->workspace,
+                           static_cast<fusedops_stream_t>(stream), err, sizeof err);
+    g_cuda_calls.fetch_add(1, std::memory_order_relaxed);
 #endif
-    }
   }
-  if (rc != 0) {
-    const OrtErrorCode code = rc == FUSEDOPS_ERR_INVALID_ARGUMENT ? ORT_INVALID_ARGUMENT
-                              : rc == FUSEDOPS_ERR_UNSUPPORTED    ? ORT_NOT_IMPLEMENTED
-                                                                  : ORT_FAIL;
-    return api->CreateStatus(code, (k.where() + err).c_str());
-  }
+  if (rc != FUSEDOPS_OK) return k.library_error(rc, err);
   return nullptr;
 }
 

@@ -85,19 +85,33 @@ bool FusedOpPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs, std::string
 }
 
 bool FusedOpPlugin::checkedDesc(Dims const* dims, DataType xType, DataType paramType, RunDesc& desc,
-                                std::string& err) const {
-  desc = RunDesc{};
-  if (!describe(dims, desc, err)) return false;
-  desc.gn.x_dtype = toFusedopsDtype(xType);
-  desc.gn.param_dtype = toFusedopsDtype(paramType);
-  if (desc.gn.x_dtype < 0 || desc.gn.param_dtype < 0) {
-    err = "unsupported data type (float32, float16 and bfloat16 are supported)";
+                                std::string& err, int64_t* outputVolume) const {
+  int32_t const nbInputs = mCfg.numInputs();
+  int32_t const firstParam = numDataTypedInputs();
+  std::vector<fusedops_tensor_desc> in(static_cast<size_t>(nbInputs));
+  for (int32_t i = 0; i < nbInputs; ++i) {
+    fusedops_tensor_desc& t = in[static_cast<size_t>(i)];
+    t.dtype = toFusedopsDtype(i < firstParam ? xType : paramType);
+    t.rank = dims[i].nbDims;
+    if (t.rank > FUSEDOPS_MAX_RANK) {
+      err = inputName(i) + " has rank " + std::to_string(t.rank) + "; at most " +
+            std::to_string(FUSEDOPS_MAX_RANK) + " is supported";
+      return false;
+    }
+    for (int32_t k = 0; k < t.rank; ++k) t.dims[k] = dims[i].d[k];
+  }
+  desc = mCfg.tmpl;
+  fusedops_tensor_desc y{};
+  char msg[kErrLen] = {0};
+  if (fusedops_describe(&desc, in.data(), nbInputs, &y, msg, sizeof msg) != FUSEDOPS_OK) {
+    std::string const prefix = std::string(opName(mCfg.kind)) + ": ";
+    err = std::string(msg).rfind(prefix, 0) == 0 ? std::string(msg + prefix.size()) : std::string(msg);
     return false;
   }
-  char msg[kErrLen] = {0};
-  if (check(desc, msg, sizeof msg) != FUSEDOPS_OK) {
-    err = msg[0] ? msg : "the kernel library rejected the shapes";
-    return false;
+  if (outputVolume != nullptr) {
+    int64_t v = 1;
+    for (int32_t k = 0; k < y.rank && v >= 0; ++k) v = y.dims[k] < 0 ? -1 : v * y.dims[k];
+    *outputVolume = v;
   }
   return true;
 }
@@ -134,10 +148,21 @@ int32_t FusedOpPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs
       fail("getOutputShapes", "the plugin takes no shape inputs");
       return -1;
     }
-    if (!inferOutputShape(inputs, outputs[0], exprBuilder, err)) {
+    // The library's shape rules on what is constant (the rest is checked at configurePlugin and at run), so a
+    // wrong model fails while building.
+    std::vector<Dims> known(static_cast<size_t>(nbInputs));
+    for (int32_t i = 0; i < nbInputs; ++i) {
+      known[i].nbDims = inputs[i].nbDims;
+      for (int32_t k = 0; k < inputs[i].nbDims; ++k)
+        known[i].d[k] = inputs[i].d[k] != nullptr && inputs[i].d[k]->isConstant() ? inputs[i].d[k]->getConstantValue()
+                                                                                 : -1;
+    }
+    RunDesc desc;
+    if (!checkedDesc(known.data(), DataType::kFLOAT, DataType::kFLOAT, desc, err)) {
       fail("getOutputShapes", err);
       return -1;
     }
+    outputExprs(inputs, outputs[0], exprBuilder);
     return 0;
   } catch (std::exception const& e) {
     fail("getOutputShapes", e.what());
@@ -228,7 +253,7 @@ size_t FusedOpPlugin::profileWorkspace(DynamicPluginTensorDesc const* in, int32_
     for (size_t a = 0; a < axes.size(); ++a) dims[axes[a].input].d[axes[a].dim] = axes[a].values[idx[a]];
     // Combinations the kernels refuse (e.g. X's C against gamma's) cannot occur at runtime: skipped.
     if (volume(dims[0]) > 0 && checkedDesc(dims.data(), xType, pType, desc, err))
-      bytes = std::max(bytes, workspaceSize(desc));
+      bytes = std::max(bytes, fusedops_workspace_size(&desc));
     size_t a = 0;
     for (; a < axes.size(); ++a) {
       if (++idx[a] < axes[a].values.size()) break;
@@ -272,22 +297,44 @@ bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, PluginTensorDesc con
     err = std::string("Y is ") + typeName(out->type) + ", expected X's type " + typeName(xType) + " in LINEAR format";
     return false;
   }
-  desc = RunDesc{};
-  if (volume(in[0].dims) == 0) return true;  // empty batch: desc.gn.N == 0, nothing to run
   std::vector<Dims> dims(nbInputs);
   for (int32_t i = 0; i < nbInputs; ++i) dims[i] = in[i].dims;
-  if (!checkedDesc(dims.data(), xType, in[firstParam].type, desc, err)) return false;
-  int64_t const expected = desc.gn.N * (mCfg.reduce != FUSEDOPS_REDUCE_NONE ? 1 : desc.gn.C) * desc.gn.S;
+  int64_t expected = -1;
+  if (!checkedDesc(dims.data(), xType, in[firstParam].type, desc, err, &expected)) return false;
   if (volume(out->dims) != expected) {
     err = "Y has shape " + dimsText(out->dims) + ", expected " + std::to_string(expected) + " elements";
     return false;
   }
-  size_t const need = workspaceSize(desc);
+  size_t const need = fusedops_workspace_size(&desc);
   if (mCfg.workspaceBytes >= 0 && need > static_cast<uint64_t>(mCfg.workspaceBytes)) {
     err = "these shapes need " + std::to_string(need) + " bytes of workspace but the engine reserved " +
           std::to_string(mCfg.workspaceBytes) + " (shapes outside the optimisation profile?)";
     return false;
   }
+  return true;
+}
+
+bool FusedOpPlugin::planFor(PluginTensorDesc const* in, PluginTensorDesc const* out, std::string& err) {
+  int32_t const nbInputs = mCfg.numInputs();
+  if (mPlan) {
+    bool same = true;
+    for (int32_t i = 0; i < nbInputs && same; ++i) {
+      Dims const& a = mPlan->dims[static_cast<size_t>(i)];
+      same = a.nbDims == in[i].dims.nbDims && std::equal(a.d, a.d + a.nbDims, in[i].dims.d);
+    }
+    if (same) return true;
+  }
+  RunDesc desc;
+  if (!runtimeDesc(in, out, desc, err)) return false;
+  auto holder = std::make_shared<PlanHolder>();
+  for (int32_t i = 0; i < nbInputs; ++i) holder->dims.push_back(in[i].dims);
+  char msg[kErrLen] = {0};
+  int const rc = fusedops_plan_create(&desc, FUSEDOPS_DEVICE_CURRENT, nullptr, &holder->plan, msg, sizeof msg);
+  if (rc != FUSEDOPS_OK) {
+    err = msg;
+    return false;
+  }
+  mPlan = std::move(holder);
   return true;
 }
 
@@ -299,8 +346,17 @@ int32_t FusedOpPlugin::onShapeChange(PluginTensorDesc const* in, int32_t nbInput
       fail("onShapeChange", err.empty() ? "null tensor descriptions" : err);
       return -1;
     }
-    RunDesc desc;
-    if (!runtimeDesc(in, out, desc, err)) {
+    // The plan for these shapes: everything a run needs is decided here, so enqueue only enqueues. A build without
+    // CUDA kernels (the build-phase library) can only validate; its enqueue reports that.
+    if (!fusedops_has_cuda()) {
+      RunDesc desc;
+      if (!runtimeDesc(in, out, desc, err)) {
+        fail("onShapeChange", err);
+        return -1;
+      }
+      return 0;
+    }
+    if (!planFor(in, out, err)) {
       fail("onShapeChange", err);
       return -1;
     }
@@ -321,19 +377,19 @@ int32_t FusedOpPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDe
       fail("enqueue", "null tensor descriptions or pointers");
       return -1;
     }
-    // Checked again from the call's own descriptions: no state shared with other contexts or calls.
-    RunDesc desc;
+    // The plan onShapeChange made (made here only if TensorRT skipped it for these shapes).
     std::string err;
-    if (!runtimeDesc(inputDesc, outputDesc, desc, err)) {
+    if (!planFor(inputDesc, outputDesc, err)) {
       fail("enqueue", err);
       return -1;
     }
-    if (desc.gn.N == 0) return 0;
-    // The size TensorRT actually allocated, so the kernels' own workspace check stays meaningful. Fields without
+    size_t const need = fusedops_plan_workspace_size(mPlan->plan);
+    // The size TensorRT actually allocated, so the library's own workspace check stays meaningful. Fields without
     // workspace_bytes (an engine from an older plugin build) leave only the need to pass.
-    size_t const wsBytes = mCfg.workspaceBytes >= 0 ? static_cast<size_t>(mCfg.workspaceBytes) : workspaceSize(desc);
+    size_t const wsBytes = mCfg.workspaceBytes >= 0 ? static_cast<size_t>(mCfg.workspaceBytes) : need;
     char msg[kErrLen] = {0};
-    int32_t const rc = launch(desc, inputs, outputs[0], workspace, wsBytes, stream, msg, sizeof msg);
+    int32_t const rc = fusedops_plan_run(mPlan->plan, inputs, mCfg.numInputs(), outputs[0], workspace, wsBytes,
+                                         reinterpret_cast<fusedops_stream_t>(stream), msg, sizeof msg);
     if (rc != FUSEDOPS_OK) {
       fail("enqueue", std::string(msg[0] ? msg : "kernel launch failed") + " (status " + std::to_string(rc) + ")");
       return -1;
@@ -348,7 +404,8 @@ int32_t FusedOpPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDe
 }
 
 IPluginV3* FusedOpPlugin::attachToContext(nvinfer1::IPluginResourceContext* /*context*/) noexcept {
-  // The kernels keep no per-context state (cuBLASLt handles are per device inside the kernel library).
+  // Each execution context gets its own clone and makes its own plans (cuBLASLt handles are per device inside the
+  // kernel library).
   return clone();
 }
 

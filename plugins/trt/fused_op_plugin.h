@@ -1,9 +1,11 @@
 // The fusedops IPluginV3 plugins: GroupNormAct and GemmGroupNormAct (names = ONNX op types, namespace "fusedops",
-// version "1"). Both are thin adapters over the C ABI (fusedops/fusedops.h): shape inference and format negotiation
-// here, validation and all arithmetic in the kernel library. See README.md beside this file for fields and formats.
+// version "1"). Both are thin adapters over the C ABI (fusedops/fusedops.h): output shape expressions and format
+// negotiation here; attribute parsing, the shape rules, plans and all arithmetic in the kernel library. A plan is
+// made at onShapeChange (per execution context and shape) and only run at enqueue. See README.md beside this file.
 #ifndef FUSEDOPS_TRT_FUSED_OP_PLUGIN_H_
 #define FUSEDOPS_TRT_FUSED_OP_PLUGIN_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,8 +13,15 @@
 
 namespace fusedops::trt {
 
-// One descriptor type for both ops: GroupNormAct uses `gn` only.
-using RunDesc = fusedops_gemm_desc;
+// One descriptor type for both ops (GroupNormAct uses d.gn only).
+using RunDesc = fusedops_op_desc;
+
+// A plan of the kernel library and the input dims it was made for.
+struct PlanHolder {
+  fusedops_plan* plan = nullptr;
+  std::vector<nvinfer1::Dims> dims;
+  ~PlanHolder() { fusedops_plan_destroy(plan); }
+};
 
 // Shape combinations getWorkspaceSize evaluates exhaustively; larger profiles are sampled (README.md, Workspace).
 inline constexpr int64_t kMaxWorkspaceProbes = int64_t{1} << 18;
@@ -65,20 +74,15 @@ class FusedOpPlugin : public nvinfer1::IPluginV3,
   // parameters (float32 or X's type, all one type).
   virtual int32_t numDataTypedInputs() const noexcept = 0;
   virtual std::string inputName(int32_t index) const = 0;
-  // Output shape expressions; constant dimensions are checked here, so a wrong model fails while building.
-  virtual bool inferOutputShape(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
-                                nvinfer1::IExprBuilder& builder, std::string& err) const = 0;
-  // Concrete dims → C ABI descriptor (shape relations only; fusedops_*_check does the rest).
-  virtual bool describe(nvinfer1::Dims const* dims, RunDesc& desc, std::string& err) const = 0;
-  virtual int32_t check(RunDesc const& desc, char* err, size_t errLen) const noexcept = 0;
-  virtual size_t workspaceSize(RunDesc const& desc) const noexcept = 0;
-  virtual int32_t launch(RunDesc const& desc, void const* const* inputs, void* output, void* workspace,
-                         size_t workspaceBytes, cudaStream_t stream, char* err, size_t errLen) const noexcept = 0;
+  // Output shape expressions (the library's shape rules have already accepted what is constant).
+  virtual void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
+                           nvinfer1::IExprBuilder& builder) const = 0;
 
   bool checkCounts(int32_t nbInputs, int32_t nbOutputs, std::string& err) const;
-  // dims of every input + dtypes → a checked descriptor; false with a message if the shapes are unusable.
+  // dims of every input + dtypes → the library's checked descriptor (fusedops_describe); false with its message.
+  // dims may hold -1 (unknown) while building; `outputVolume` then is -1.
   bool checkedDesc(nvinfer1::Dims const* dims, nvinfer1::DataType xType, nvinfer1::DataType paramType,
-                   RunDesc& desc, std::string& err) const;
+                   RunDesc& desc, std::string& err, int64_t* outputVolume = nullptr) const;
   void fail(std::string const& where, std::string const& err) const noexcept;
   // Largest kernel workspace need over the shapes of the profile's [min, max] ranges. The need is not monotone in
   // the batch (the kernels split small problems into more blocks), so the ends of the range are not enough.
@@ -88,8 +92,13 @@ class FusedOpPlugin : public nvinfer1::IPluginV3,
   bool runtimeDesc(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out, RunDesc& desc,
                    std::string& err) const;
 
+  // The plan for these input descriptions: the current one when its dims match, else a new one (onShapeChange
+  // makes it; enqueue only runs it).
+  bool planFor(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out, std::string& err);
+
   OpConfig mCfg;
   SerializedFields mSerialized;
+  std::shared_ptr<PlanHolder> mPlan;  // this execution context's (attachToContext clones the plugin)
 };
 
 class GroupNormActPlugin final : public FusedOpPlugin {
@@ -100,13 +109,8 @@ class GroupNormActPlugin final : public FusedOpPlugin {
  protected:
   int32_t numDataTypedInputs() const noexcept override { return 1; }
   std::string inputName(int32_t index) const override;
-  bool inferOutputShape(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
-                        nvinfer1::IExprBuilder& builder, std::string& err) const override;
-  bool describe(nvinfer1::Dims const* dims, RunDesc& desc, std::string& err) const override;
-  int32_t check(RunDesc const& desc, char* err, size_t errLen) const noexcept override;
-  size_t workspaceSize(RunDesc const& desc) const noexcept override;
-  int32_t launch(RunDesc const& desc, void const* const* inputs, void* output, void* workspace, size_t workspaceBytes,
-                 cudaStream_t stream, char* err, size_t errLen) const noexcept override;
+  void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
+                   nvinfer1::IExprBuilder& builder) const override;
 };
 
 class GemmGroupNormActPlugin final : public FusedOpPlugin {
@@ -117,13 +121,8 @@ class GemmGroupNormActPlugin final : public FusedOpPlugin {
  protected:
   int32_t numDataTypedInputs() const noexcept override { return 2; }
   std::string inputName(int32_t index) const override;
-  bool inferOutputShape(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
-                        nvinfer1::IExprBuilder& builder, std::string& err) const override;
-  bool describe(nvinfer1::Dims const* dims, RunDesc& desc, std::string& err) const override;
-  int32_t check(RunDesc const& desc, char* err, size_t errLen) const noexcept override;
-  size_t workspaceSize(RunDesc const& desc) const noexcept override;
-  int32_t launch(RunDesc const& desc, void const* const* inputs, void* output, void* workspace, size_t workspaceBytes,
-                 cudaStream_t stream, char* err, size_t errLen) const noexcept override;
+  void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
+                   nvinfer1::IExprBuilder& builder) const override;
 };
 
 // IPluginCreatorV3One for one op; creates the plugin in both phases from the same field set.

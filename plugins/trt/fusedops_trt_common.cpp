@@ -213,25 +213,22 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
       err = op + ": field 'num_groups' is required";
       return false;
     }
-    char msg[512] = {0};
-    if (fusedops_parse_chain(cfg.preText.c_str(), &cfg.pre, msg, sizeof msg) != FUSEDOPS_OK) {
-      err = op + ": field 'pre': " + msg;
+    // The kernel library parses and validates the values (the same rules every adapter applies).
+    fusedops_attributes a{};
+    a.op = gemm ? FUSEDOPS_OP_GEMM_GROUPNORM_ACT : FUSEDOPS_OP_GROUPNORM_ACT;
+    a.num_groups = cfg.numGroups;
+    a.epsilon = cfg.epsilon;
+    a.pre = cfg.preText.c_str();
+    a.post = cfg.postText.c_str();
+    a.reduce = cfg.reduceText.c_str();
+    a.trans_b = cfg.transB;
+    a.allow_tf32 = cfg.allowTf32;
+    char msg[1024] = {0};
+    if (fusedops_parse_attributes(&a, &cfg.tmpl, msg, sizeof msg) != FUSEDOPS_OK) {
+      err = msg;  // begins with the op's name
       return false;
     }
-    if (fusedops_parse_chain(cfg.postText.c_str(), &cfg.post, msg, sizeof msg) != FUSEDOPS_OK) {
-      err = op + ": field 'post': " + msg;
-      return false;
-    }
-    if (fusedops_parse_reduce(cfg.reduceText.c_str(), &cfg.reduce, msg, sizeof msg) != FUSEDOPS_OK) {
-      err = op + ": field 'reduce': " + msg;
-      return false;
-    }
-    cfg.numExtras = fusedops_num_extras(&cfg.pre, &cfg.post);
-    if (cfg.numExtras < 0 || cfg.numExtras > FUSEDOPS_MAX_EXTRAS) {
-      err = op + ": chains reference " + std::to_string(cfg.numExtras) + " extra inputs (at most " +
-            std::to_string(FUSEDOPS_MAX_EXTRAS) + ")";
-      return false;
-    }
+    cfg.numExtras = fusedops_num_extras(&cfg.tmpl.d.gn.pre, &cfg.tmpl.d.gn.post);
     out = std::move(cfg);
     return true;
   } catch (std::exception const& e) {

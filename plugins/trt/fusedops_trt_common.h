@@ -26,7 +26,8 @@ inline void logError(std::string const& message) noexcept {
 enum class OpKind : int32_t { kGroupNormAct = 0, kGemmGroupNormAct = 1 };
 char const* opName(OpKind kind) noexcept;
 
-// The attributes of one fused node, validated, with catalog defaults applied and the chains parsed once.
+// The attributes of one fused node as given (serialised back verbatim), validated and parsed once by the kernel
+// library into the op descriptor template the shape rules and plans start from.
 struct OpConfig {
   OpKind kind{OpKind::kGroupNormAct};
   int32_t numGroups{0};
@@ -36,14 +37,13 @@ struct OpConfig {
   std::string reduceText;
   int32_t transB{1};     // GemmGroupNormAct only
   int32_t allowTf32{1};  // GemmGroupNormAct only
-  fusedops_chain pre{};
-  fusedops_chain post{};
-  int32_t reduce{FUSEDOPS_REDUCE_NONE};
+  fusedops_op_desc tmpl{};  // fusedops_parse_attributes of the fields above
   int32_t numExtras{0};
   // Workspace TensorRT reserved for this node (getWorkspaceSize over the profile), set by configurePlugin and
   // serialised, so the runtime phase knows the real buffer size; -1 = unknown (fields from the ONNX parser).
   int64_t workspaceBytes{-1};
 
+  int32_t reduce() const noexcept { return tmpl.d.gn.reduce; }
   int32_t numFixedInputs() const noexcept { return kind == OpKind::kGroupNormAct ? 3 : 5; }
   int32_t numInputs() const noexcept { return numFixedInputs() + numExtras; }
 };

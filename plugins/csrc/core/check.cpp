@@ -99,8 +99,8 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_check(const fusedops_gemm_desc* d, 
             static_cast<long long>(d->gn.S));
     return FUSEDOPS_ERR_INVALID_ARGUMENT;
   }
-  if (d->K <= 0) {
-    set_err(err, err_len, "K=%lld must be positive", static_cast<long long>(d->K));
+  if (d->K < 0) {  // K = 0 is valid: X·Wᵀ is then zero and Y depends on the bias only
+    set_err(err, err_len, "K=%lld must not be negative", static_cast<long long>(d->K));
     return FUSEDOPS_ERR_INVALID_ARGUMENT;
   }
   if (static_cast<double>(d->K) * static_cast<double>(d->gn.N > d->gn.C ? d->gn.N : d->gn.C) > 9.0e18) {

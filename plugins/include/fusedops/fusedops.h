@@ -1,11 +1,17 @@
 /*
  * fusedops C ABI: the one entry point every runtime adapter (PyTorch, ONNX Runtime, TensorRT) calls.
  *
+ * How an adapter uses it (PyTorch ops, ONNX Runtime kernels, TensorRT plugins alike):
+ *    fusedops_parse_attributes  once per node                 → op descriptor template
+ *    fusedops_describe          once per input shape          → shapes checked, descriptor and output shape
+ *    fusedops_plan_create       once per (shape, dtype, device) → launch configuration, cuBLASLt descriptors and
+ *                                                                 algorithm, workspace size
+ *    fusedops_plan_run          every call                    → enqueue only: no parsing, no checks beyond the
+ *                                                                 pointers, no allocation, no synchronisation
  * Contract:
- *  - Plain C, raw pointers, caller-provided workspace. No allocation, no synchronisation, no hidden per-call state;
- *    everything a call needs is in its arguments, so calls on several streams / devices / threads are independent.
- *    (The only process-wide state is a per-device, lazily created, mutex-guarded cuBLASLt handle, which cuBLASLt
- *    documents as safe to share between threads and streams.)
+ *  - Plain C, raw pointers, caller-provided workspace (from the caller's allocator). Plans are immutable: calls on
+ *    several streams / threads may share one. The only process-wide state is a per-device, lazily created,
+ *    mutex-guarded cuBLASLt handle, which cuBLASLt documents as safe to share between threads and streams.
  *  - All tensors are dense, contiguous, row-major. X of GroupNormAct is (N, C, S) with S the product of spatial dims
  *    (S = 1 for rank 2). X of GemmGroupNormAct is (M, K) rows; W is (C, K) when trans_b = 1 (Linear layout),
  *    (K, C) when trans_b = 0.
@@ -125,26 +131,106 @@ typedef struct {
   /* W has x_dtype; 16-bit X runs the GEMM in that type with float32 accumulation. */
 } fusedops_gemm_desc;
 
-/* Validate a descriptor (shapes > 0, divisibility, extras in range, dtypes). Same checks the run calls do. */
+/* ---- Ops, attributes and shape rules (one set, behind the ABI, for every adapter) -------------------------------- */
+
+typedef enum { FUSEDOPS_OP_GROUPNORM_ACT = 1, FUSEDOPS_OP_GEMM_GROUPNORM_ACT = 2 } fusedops_op;
+
+/* One node of either op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1). */
+typedef struct {
+  int32_t op; /* fusedops_op */
+  fusedops_gemm_desc d;
+} fusedops_op_desc;
+
+/* A node's attributes as text and numbers, exactly as on the ONNX node and in the PyTorch op's schema. */
+typedef struct {
+  int32_t op;         /* fusedops_op */
+  int64_t num_groups; /* > 0 */
+  float epsilon;      /* finite, >= 0 */
+  const char* pre;    /* chain text; NULL = "" */
+  const char* post;
+  const char* reduce; /* "" | min | max | sum | mean | logsumexp; NULL = "" */
+  int32_t trans_b;    /* GemmGroupNormAct: 1 = W is (C, K), 0 = (K, C); ignored by GroupNormAct */
+  int32_t allow_tf32; /* GemmGroupNormAct, float32 X: 1 = TF32 tensor cores, 0 = strict FP32 */
+} fusedops_attributes;
+
+/* Parse and validate attributes once: *out gets op, num_groups, epsilon, chains, reduce, trans_b, allow_tf32; its
+ * shape and dtype fields are set to -1 (unknown) until fusedops_describe fills them. */
+FUSEDOPS_API int fusedops_parse_attributes(const fusedops_attributes* attrs, fusedops_op_desc* out, char* err,
+                                           size_t err_len);
+
+/* Largest tensor rank the ops accept (GroupNormAct: 2..5; GemmGroupNormAct: 2..FUSEDOPS_MAX_RANK). */
+#define FUSEDOPS_MAX_RANK 8
+#define FUSEDOPS_DTYPE_UNKNOWN (-1)
+
+/* A tensor as an adapter sees it: dtype (fusedops_dtype, or FUSEDOPS_DTYPE_UNKNOWN), rank (< 0: unknown) and dims
+ * (< 0: that dimension is unknown, e.g. a dynamic batch while a graph is being built). */
+typedef struct {
+  int32_t dtype;
+  int32_t rank;
+  int64_t dims[FUSEDOPS_MAX_RANK];
+} fusedops_tensor_desc;
+
+/* The ops' shape and dtype rules. Inputs in node order: GroupNormAct X, gamma, beta, extras...; GemmGroupNormAct
+ * X, W, B, gamma, beta, extras.... Ranks; W against X's K and trans_b; every per-channel input (B, gamma, beta,
+ * extras) with C elements and one dtype of its own (float32, or X's dtype); W of X's dtype; the number of extras
+ * (at least what the chains reference, at most FUSEDOPS_MAX_EXTRAS); C divisible by num_groups; sizes within the
+ * kernels' limits. What is unknown is not checked: *d (from fusedops_parse_attributes) gets N, C, S, K and the
+ * dtypes, -1 where still unknown, and *output the output's dtype and shape (dims -1 where unknown).
+ * N = 0 or a spatial size 0 (an empty batch) is valid; so is K = 0 (Y then depends on B only). */
+FUSEDOPS_API int fusedops_describe(fusedops_op_desc* d, const fusedops_tensor_desc* inputs, int32_t num_inputs,
+                                   fusedops_tensor_desc* output, char* err, size_t err_len);
+
+/* ---- Plans: everything that depends only on (attributes, shapes, dtypes, device), made once -------------------- */
+
+/* Opaque. Immutable once created: runs on several threads and streams may share one plan. */
+typedef struct fusedops_plan fusedops_plan;
+
+/* Kernel variants kept for A/B timing and for the tests that compare them. A testing entry point: production
+ * adapters pass NULL (= every field 0 = the measured-fastest choice of the planner). */
+typedef struct {
+  int32_t gelu_erff;          /* 1: GELU through erff instead of the polynomial + ex2 form */
+  int32_t groupnorm_two_pass; /* 1: never the one-pass (persistent) kernel for large groups */
+  int32_t epilogue_register;  /* 1: the one-row register epilogue instead of the column-slice one */
+  int32_t epilogue_rows;      /* > 0: rows a column-slice epilogue block walks (1..16) */
+  int32_t lt_workspace_mib;   /* > 0: cuBLASLt workspace cap in MiB (default 4) */
+  float l2_wave_fraction;     /* > 0: run the two-pass GroupNorm in waves of this fraction of L2 */
+} fusedops_plan_options;
+
+/* device >= 0: a CUDA device ordinal (pointers at run are device memory); FUSEDOPS_DEVICE_CURRENT: the CUDA device
+ * current on the calling thread (for adapters that do not track devices, e.g. TensorRT plugins);
+ * FUSEDOPS_DEVICE_CPU: host pointers. Plan creation may query the device and cuBLASLt's heuristic and set kernel
+ * attributes; runs never do. */
+#define FUSEDOPS_DEVICE_CPU (-1)
+#define FUSEDOPS_DEVICE_CURRENT (-2)
+FUSEDOPS_API int fusedops_plan_create(const fusedops_op_desc* d, int32_t device, const fusedops_plan_options* options,
+                                      fusedops_plan** out, char* err, size_t err_len);
+FUSEDOPS_API void fusedops_plan_destroy(fusedops_plan* plan);
+/* Workspace bytes a run needs (0 is a valid answer); the run takes any buffer at least this large. */
+FUSEDOPS_API size_t fusedops_plan_workspace_size(const fusedops_plan* plan);
+/* Which kernels the plan runs, e.g. "cublaslt(bias) + gn_row_tile(rows=8)": for tests and reports. */
+FUSEDOPS_API const char* fusedops_plan_kernels(const fusedops_plan* plan);
+/* The op's descriptor the plan was made for. */
+FUSEDOPS_API const fusedops_op_desc* fusedops_plan_desc(const fusedops_plan* plan);
+
+/* Run: inputs in node order (as for fusedops_describe; GemmGroupNormAct's B may be NULL = no bias), y the output,
+ * a workspace of at least fusedops_plan_workspace_size bytes (any alignment). CUDA plans enqueue on `stream` (the
+ * plan's device must be current) and neither allocate, synchronise nor query anything: safe inside CUDA-graph
+ * capture. CPU plans run on the calling thread and the core's worker pool (stream ignored). */
+FUSEDOPS_API int fusedops_plan_run(const fusedops_plan* plan, const void* const* inputs, int32_t num_inputs, void* y,
+                                   void* workspace, size_t workspace_size, fusedops_stream_t stream, char* err,
+                                   size_t err_len);
+
+/* Workspace bytes a production plan of this (complete) descriptor needs on any device: what a TensorRT engine
+ * reserves. Pure function of the descriptor. 0 for an invalid descriptor. */
+FUSEDOPS_API size_t fusedops_workspace_size(const fusedops_op_desc* d);
+
+/* ---- Lower-level entries the plans are made of ----------------------------------------------------------------- */
+
+/* Validate a complete descriptor (shapes >= 0, divisibility, chains, dtypes). */
 FUSEDOPS_API int fusedops_groupnorm_act_check(const fusedops_groupnorm_desc* d, char* err, size_t err_len);
 FUSEDOPS_API int fusedops_gemm_groupnorm_act_check(const fusedops_gemm_desc* d, char* err, size_t err_len);
 
-/* Workspace bytes the CUDA entry needs for this descriptor (0 is a valid answer). */
-FUSEDOPS_API size_t fusedops_groupnorm_act_workspace_size(const fusedops_groupnorm_desc* d);
-FUSEDOPS_API size_t fusedops_gemm_groupnorm_act_workspace_size(const fusedops_gemm_desc* d);
-
-/* CUDA entries: every pointer is device memory; enqueued on `stream`, no synchronisation. extras[k] has C elements. */
-FUSEDOPS_API int fusedops_groupnorm_act_cuda(const fusedops_groupnorm_desc* d, const void* x, const void* gamma,
-                                             const void* beta, const void* const* extras, int32_t num_extras,
-                                             void* y, void* workspace, size_t workspace_size,
-                                             fusedops_stream_t stream, char* err, size_t err_len);
-FUSEDOPS_API int fusedops_gemm_groupnorm_act_cuda(const fusedops_gemm_desc* d, const void* x, const void* w,
-                                                  const void* bias, const void* gamma, const void* beta,
-                                                  const void* const* extras, int32_t num_extras, void* y,
-                                                  void* workspace, size_t workspace_size, fusedops_stream_t stream,
-                                                  char* err, size_t err_len);
-
-/* CPU entries (host pointers; multithreaded; float32 / float16 / bfloat16 with float32 math). */
+/* CPU kernels (host pointers; multithreaded; float32 / float16 / bfloat16 with float32 math). */
 FUSEDOPS_API int fusedops_groupnorm_act_cpu(const fusedops_groupnorm_desc* d, const void* x, const void* gamma,
                                             const void* beta, const void* const* extras, int32_t num_extras,
                                             void* y, char* err, size_t err_len);

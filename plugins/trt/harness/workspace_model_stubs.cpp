@@ -1,12 +1,13 @@
-// Kernel stand-ins for libfusedops_trt_wsmodel.so, a plugin build for CPU tests of the workspace logic: the CUDA
-// entries refuse like the no-CUDA stubs, but the workspace sizes follow the CUDA GroupNorm planner's split rule
-// (plugins/csrc/cuda/groupnorm_act.cu, plan_groupnorm), so the need is non-zero and, like the real one, not monotone
-// in the batch: few groups are split into more chunks to fill the GPU.
+// The CUDA side of plans for libfusedops_trt_wsmodel.so, a plugin build for CPU tests of the workspace logic: plans
+// refuse like a build without CUDA, but the workspace sizes follow the CUDA GroupNorm planner's split rule
+// (plugins/csrc/cuda/gn_plan.cu, plan_groupnorm), so the need is non-zero and, like the real one, not monotone in
+// the batch: few groups are split into more chunks to fill the GPU.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 
+#include "core/messages.h"
 #include "fusedops/fusedops.h"
+#include "plan_backend.h"
 
 namespace {
 constexpr int64_t kTargetBlocks = 1024;
@@ -25,37 +26,28 @@ size_t groupNormNeed(fusedops_groupnorm_desc const& d) {
   if (chunks <= 1 && d.reduce == FUSEDOPS_REDUCE_NONE) return 0;  // one fused pass, no partial statistics
   return static_cast<size_t>(groups * chunks) * 16 + kAlign;
 }
-
-int notBuilt(char const* op, char* err, size_t errLen) {
-  if (err && errLen > 0) std::snprintf(err, errLen, "%s: workspace-model build, no CUDA kernels", op);
-  return FUSEDOPS_ERR_NOT_BUILT;
-}
 }  // namespace
 
-extern "C" {
+namespace fusedops {
 
-FUSEDOPS_API int fusedops_has_cuda(void) { return 0; }
+struct CudaPlan {};
+void CudaPlanDeleter::operator()(CudaPlan* p) const { delete p; }
 
-FUSEDOPS_API size_t fusedops_groupnorm_act_workspace_size(const fusedops_groupnorm_desc* d) {
-  if (!d || fusedops_groupnorm_act_check(d, nullptr, 0) != FUSEDOPS_OK) return 0;
-  return groupNormNeed(*d);
+int cuda_plan_create(const fusedops_op_desc&, int32_t, const fusedops_plan_options&, CudaPlanPtr*, size_t*,
+                     std::string*, char* err, size_t err_len) {
+  return core::set_message(err, err_len, FUSEDOPS_ERR_NOT_BUILT, "workspace-model build, no CUDA kernels");
 }
 
-FUSEDOPS_API size_t fusedops_gemm_groupnorm_act_workspace_size(const fusedops_gemm_desc* d) {
-  if (!d || fusedops_gemm_groupnorm_act_check(d, nullptr, 0) != FUSEDOPS_OK) return 0;
-  return kAlign + static_cast<size_t>(d->gn.N * d->gn.C) * 4 + groupNormNeed(d->gn);
+int cuda_plan_run(const CudaPlan&, const void* const*, int32_t, void*, void*, size_t, fusedops_stream_t, char* err,
+                  size_t err_len) {
+  return core::set_message(err, err_len, FUSEDOPS_ERR_NOT_BUILT, "workspace-model build, no CUDA kernels");
 }
 
-FUSEDOPS_API int fusedops_groupnorm_act_cuda(const fusedops_groupnorm_desc*, const void*, const void*, const void*,
-                                             const void* const*, int32_t, void*, void*, size_t, fusedops_stream_t,
-                                             char* err, size_t err_len) {
-  return notBuilt("GroupNormAct", err, err_len);
+size_t cuda_workspace_size(const fusedops_op_desc& d) {
+  if (d.op != FUSEDOPS_OP_GEMM_GROUPNORM_ACT) return groupNormNeed(d.d.gn);
+  return kAlign + static_cast<size_t>(d.d.gn.N * d.d.gn.C) * 4 + groupNormNeed(d.d.gn);
 }
 
-FUSEDOPS_API int fusedops_gemm_groupnorm_act_cuda(const fusedops_gemm_desc*, const void*, const void*, const void*,
-                                                  const void*, const void*, const void* const*, int32_t, void*, void*,
-                                                  size_t, fusedops_stream_t, char* err, size_t err_len) {
-  return notBuilt("GemmGroupNormAct", err, err_len);
-}
+}  // namespace fusedops
 
-}  // extern "C"
+extern "C" FUSEDOPS_API int fusedops_has_cuda(void) { return 0; }

@@ -1,8 +1,10 @@
-// GroupNormAct on CUDA: Y = reduce_C(post(GroupNorm(pre(X)))), X of shape (N, C, S).
+// The GroupNorm(+chains, +channel reduction) kernels: device code only, included by the one translation unit that
+// plans and launches them (gn_plan.cu). Launch shapes and measurements: docs/kernels.md.
 //
-// Kernels (launch shapes in docs/kernels.md):
 //  - gn_row_kernel      S == 1 (rank-2 input, the GEMM epilogue): one block per sample; the row lives in shared memory,
 //                       so X is read once; group statistics are exact two-pass over shared memory.
+//  - gn_row_reg_kernel  S == 1, small power-of-two groups: a row in registers, group statistics by lane shuffles.
+//  - gn_row_tile_kernel S == 1, the same groups: a block keeps one column slice and walks several rows.
 //  - gn_group_kernel    S > 1, one (sample, group) is L = C/G*S contiguous elements, split into P chunks:
 //                       FUSED (P == 1): one block computes the statistics then applies (second read hits L1/L2);
 //                       STATS + APPLY (P > 1): per-chunk (n, mean, M2) partials to the workspace, then an apply pass
@@ -11,23 +13,19 @@
 //  - gn_onepass_kernel  the SPLIT case in one persistent launch that reads X once: each block takes the next chunk
 //                       (an atomic ticket, so chunks start in group order), keeps pre(x) of it in shared memory,
 //                       publishes its partial statistics, waits until all chunks of its group have, then normalises
-//                       from shared memory. Used when the device keeps more resident blocks than a group has chunks
-//                       (then the wait cannot deadlock: see the kernel); otherwise STATS + APPLY run.
+//                       from shared memory. Planned only when the device keeps more resident blocks than a group has
+//                       chunks (then the wait cannot deadlock: see the kernel).
 //  - reduce over C with S > 1: STATS, gn_finalize_kernel ((mean, rstd) per group), gn_reduce_kernel (one thread per
 //                       spatial position looping over channels; the normalised (N, C, S) tensor is never written).
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#pragma once
 
-#include <algorithm>
+#include <stdint.h>
 
 #include "cuda/device_common.cuh"
-#include "cuda/groupnorm_kernels.cuh"
+#include "cuda/gn_plan.h"
 
 namespace fusedops {
 namespace cuda {
-
 namespace {
 
 constexpr int kBlock = 256;        // threads of the split kernels
@@ -68,7 +66,7 @@ enum GroupMode { MODE_STATS = 0, MODE_APPLY = 1, MODE_FUSED = 2 };
 // How the pre chain is applied: interpreted (any chain), none, or GELU inlined (model 4's ConvTranspose->GELU->GN,
 // where the chain runs twice per element and its cost decides whether the kernel stays memory-bound).
 // PRE_GELU_FAST is the same GELU through gelu_fast (one polynomial + ex2; see device_common.cuh), the default;
-// FUSEDOPS_GELU=erff selects PRE_GELU (erff) for A/B measurements.
+// The plan option gelu_erff selects PRE_GELU (erff) for A/B measurements.
 enum PreKind { PRE_CHAIN = 0, PRE_NONE = 1, PRE_GELU = 2, PRE_GELU_FAST = 3 };
 
 template <int VEC, int PRE>
@@ -609,381 +607,6 @@ __global__ void __launch_bounds__(MAXT) gn_row_tile_kernel(const __grid_constant
   }
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-bool aligned(const void* ptr, size_t bytes) { return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
-
-// Groups per wave of the SPLIT path. Measured on H200 (docs/kernels.md): waves sized to a fraction of L2 made model 4
-// slower (1.67 -> 2.12-2.62 ms; the waves under-fill the GPU and the apply pass gained no DRAM traffic), so the default
-// is one launch for all groups. FUSEDOPS_GN_L2_FRACTION=<f> re-enables waves of f x L2 for experiments.
-int64_t split_wave_groups(const GnPlan& plan, const fusedops_groupnorm_desc& d, int64_t groups) {
-  int dev = 0, l2 = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || l2 <= 0) {
-    cudaGetLastError();  // clear: an unanswered attribute query is not an error of this call
-    return groups;
-  }
-  double fraction = 0.0;
-  if (const char* env = getenv("FUSEDOPS_GN_L2_FRACTION")) fraction = atof(env);
-  if (fraction <= 0.0) return groups;
-  const double group_bytes = double(plan.group_len) * double(elem_size(d.x_dtype));
-  int64_t wave = int64_t(fraction * double(l2) / group_bytes);
-  wave = std::max<int64_t>(wave, ceil_div(int64_t(sms) * 4, plan.chunks));
-  return std::max<int64_t>(1, std::min(wave, groups));
-}
-
-// Rows a block of the column-slice epilogue walks: FUSEDOPS_EPI_ROWS=<1..16> for measurements; by default enough
-// rows to amortise the parameter loads while keeping about one full wave of blocks on the device (resident blocks
-// from the occupancy calculator: the whole-row reduction kernels hold 1 block an SM, the sliced ones several).
-template <typename K>
-int tile_rows(int64_t N, int64_t slices, int64_t threads, K kernel) {
-  if (const char* env = getenv("FUSEDOPS_EPI_ROWS")) {
-    const int r = atoi(env);
-    if (r >= 1) return std::min(r, kTileMaxRows);
-  }
-  int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                               cudaSuccess || sms <= 0) {
-    cudaGetLastError();  // clear: an unanswered query is not an error of this call
-    sms = 132;
-  }
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), 0) != cudaSuccess || per_sm <= 0) {
-    cudaGetLastError();
-    per_sm = int(std::max<int64_t>(1, 2048 / threads));
-  }
-  // Rounded up, so the blocks fit in one wave: rounding down gave model 2's whole-row reduction 147 blocks of 7 rows
-  // for 132 resident slots (two waves, 62 us) where 128 blocks of 8 take 37 us (H200, 2026-11-23).
-  const int64_t resident = int64_t(sms) * per_sm;
-  return int(std::max<int64_t>(1, std::min<int64_t>(kTileDefaultRows, ceil_div(N * slices, resident))));
-}
-
-using GroupKernel = void (*)(const GnParams);
-
-// The split/fused kernel for a vector width and pre kind. Vector paths have the PRE_* specialisations; the scalar
-// path (misaligned, or S odd) interprets any chain.
-template <typename T, int VEC, int MODE>
-GroupKernel group_kernel_pre(int pre_kind) {
-  switch (pre_kind) {
-    case PRE_NONE: return gn_group_kernel<T, VEC, MODE, PRE_NONE>;
-    case PRE_GELU: return gn_group_kernel<T, VEC, MODE, PRE_GELU>;
-    case PRE_GELU_FAST: return gn_group_kernel<T, VEC, MODE, PRE_GELU_FAST>;
-    default: return gn_group_kernel<T, VEC, MODE, PRE_CHAIN>;
-  }
-}
-
-template <typename T, int MODE>
-GroupKernel group_kernel(int vec_n, int pre_kind) {
-  constexpr int kVec = 16 / sizeof(T);
-  if (vec_n == kVec) return group_kernel_pre<T, kVec, MODE>(pre_kind);
-  if (vec_n == kVec / 2) return group_kernel_pre<T, kVec / 2, MODE>(pre_kind);
-  return gn_group_kernel<T, 1, MODE, PRE_CHAIN>;
-}
-
-using OnepassKernel = void (*)(const GnParams, uint32_t);
-
-template <typename T, int VEC>
-OnepassKernel onepass_kernel_pre(int pre_kind) {
-  switch (pre_kind) {
-    case PRE_NONE: return gn_onepass_kernel<T, VEC, PRE_NONE>;
-    case PRE_GELU: return gn_onepass_kernel<T, VEC, PRE_GELU>;
-    case PRE_GELU_FAST: return gn_onepass_kernel<T, VEC, PRE_GELU_FAST>;
-    default: return gn_onepass_kernel<T, VEC, PRE_CHAIN>;
-  }
-}
-template <typename T>
-OnepassKernel onepass_kernel(int vec_n, int pre_kind) {
-  constexpr int kVec = 16 / sizeof(T);
-  if (vec_n == kVec) return onepass_kernel_pre<T, kVec>(pre_kind);
-  if (vec_n == kVec / 2) return onepass_kernel_pre<T, kVec / 2>(pre_kind);
-  return gn_onepass_kernel<T, 1, PRE_CHAIN>;
-}
-
-// Launches the one-pass kernel when the device keeps at least twice as many of its blocks resident as a group has
-// chunks (see gn_onepass_kernel); returns false (nothing enqueued) otherwise. FUSEDOPS_GN_ONEPASS=0 disables it.
-template <typename T>
-bool launch_onepass(const GnLaunch& a, const GnPlan& plan, GnParams p, int vec_n, int pre_kind, cudaError_t* err) {
-  const char* env = getenv("FUSEDOPS_GN_ONEPASS");
-  if (plan.onepass_chunks < 1 || (env && strcmp(env, "0") == 0)) return false;
-  const OnepassKernel kernel = onepass_kernel<T>(vec_n, pre_kind);
-  const size_t smem = size_t(plan.onepass_chunk) * sizeof(float);
-  int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, smem) != cudaSuccess) {
-    cudaGetLastError();  // clear: the two-pass path still runs
-    return false;
-  }
-  const int64_t resident = int64_t(sms) * per_sm;
-  if (resident < 2 * plan.onepass_chunks) return false;
-  const int64_t groups = a.d->N * a.d->num_groups;
-  char* ws = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(a.workspace), kAlign));
-  p.arrived = reinterpret_cast<unsigned*>(ws);
-  p.partials = reinterpret_cast<Welford*>(ws + onepass_partials_offset(groups));
-  p.chunk = plan.onepass_chunk;
-  p.P = int32_t(plan.onepass_chunks);
-  const uint32_t tickets = uint32_t(groups * plan.onepass_chunks);
-  *err = cudaMemsetAsync(p.arrived, 0, size_t(groups + 1) * sizeof(unsigned), a.stream);
-  if (*err != cudaSuccess) return true;
-  kernel<<<unsigned(std::min<int64_t>(tickets, resident)), kBlock, smem, a.stream>>>(p, tickets);
-  *err = cudaGetLastError();
-  return true;
-}
-
-template <typename T>
-cudaError_t launch_typed(const GnLaunch& a, const GnPlan& plan, GnParams& p) {
-  constexpr int kVec = 16 / sizeof(T);
-  const fusedops_groupnorm_desc& d = *a.d;
-  const size_t pbytes = size_t(elem_size(d.param_dtype));
-  bool params_aligned = aligned(a.gamma, pbytes * kVec) && aligned(a.beta, pbytes * kVec) &&
-                        aligned(a.bias, pbytes * kVec);
-  for (int k = 0; k < FUSEDOPS_MAX_EXTRAS; ++k) params_aligned = params_aligned && aligned(p.ex.p[k], pbytes * kVec);
-  const bool io_aligned = aligned(a.x, 16) && aligned(a.y, 16);
-
-  if (plan.kind == GnPlan::ROW) {
-    const bool vec = io_aligned && params_aligned && d.C % kVec == 0;
-    const int64_t Cg = d.C / d.num_groups;
-    const int vec_n = vec ? kVec : 1;
-    const int64_t lpg = Cg / vec_n, nvec_reg = d.C / vec_n;
-    const bool reduce = d.reduce != FUSEDOPS_REDUCE_NONE;
-    const bool pow2_groups = Cg % vec_n == 0 && lpg <= 32 && (lpg & (lpg - 1)) == 0;
-    // Default: the column-slice kernel that walks several rows; FUSEDOPS_EPI_KERNEL=reg selects the one-row register
-    // kernel (kept for A/B measurements and for chains with more than one extra input).
-    const char* epi_env = getenv("FUSEDOPS_EPI_KERNEL");
-    const bool tile_off = epi_env && strcmp(epi_env, "reg") == 0;
-    const int32_t nex = fusedops_num_extras(&d.pre, &d.post);
-    if (!tile_off && vec && pow2_groups && nex <= 1 && (!reduce || nvec_reg <= 4 * 512)) {
-      const int kv = !reduce || nvec_reg <= 512 ? 1 : nvec_reg <= 1024 ? 2 : 4;
-      const int64_t warps_needed = ceil_div(ceil_div(nvec_reg, kv), 32);
-      const int64_t threads = reduce ? warps_needed * 32 : std::min<int64_t>(kRegSliceThreads, warps_needed * 32);
-      const int64_t slices = ceil_div(nvec_reg, threads * kv);
-      void (*kernel)(const GnParams, int, int, int);
-      if (!reduce) kernel = nex ? gn_row_tile_kernel<T, kVec, 1, 1, 256> : gn_row_tile_kernel<T, kVec, 1, 0, 256>;
-      else if (kv == 1) kernel = nex ? gn_row_tile_kernel<T, kVec, 1, 1, 512> : gn_row_tile_kernel<T, kVec, 1, 0, 512>;
-      else if (kv == 2) kernel = nex ? gn_row_tile_kernel<T, kVec, 2, 1, 512> : gn_row_tile_kernel<T, kVec, 2, 0, 512>;
-      else kernel = nex ? gn_row_tile_kernel<T, kVec, 4, 1, 512> : gn_row_tile_kernel<T, kVec, 4, 0, 512>;
-      const int rows = tile_rows(d.N, slices, threads, kernel);
-      const int64_t blocks = ceil_div(d.N, rows) * slices;
-      if (blocks <= INT32_MAX) {
-        kernel<<<dim3(unsigned(blocks)), unsigned(threads), 0, a.stream>>>(p, int(lpg), int(slices), rows);
-        return cudaGetLastError();
-      }
-    }
-    if (pow2_groups && (!reduce || nvec_reg <= int64_t(kRegMaxThreads) * kRegVecs)) {
-      // A reduction needs the whole row in one block; otherwise slices of kRegSliceThreads threads.
-      const int64_t warps_needed = ceil_div(ceil_div(nvec_reg, kRegVecs), 32);
-      const int64_t threads = reduce ? warps_needed * 32 : std::min<int64_t>(kRegSliceThreads, warps_needed * 32);
-      const int64_t slices = ceil_div(nvec_reg, threads * kRegVecs);
-      if (d.N * slices <= INT32_MAX) {
-        auto kernel = vec ? gn_row_reg_kernel<T, kVec> : gn_row_reg_kernel<T, 1>;
-        kernel<<<dim3(unsigned(d.N * slices)), unsigned(threads), 0, a.stream>>>(p, int(lpg), int(slices));
-        return cudaGetLastError();
-      }
-    }
-    const int64_t nvec = vec ? d.C / kVec : d.C;
-    int threads = int(std::min<int64_t>(512, std::max<int64_t>(32, ceil_div(ceil_div(nvec, 8), 32) * 32)));
-    auto kernel = vec ? gn_row_kernel<T, kVec> : gn_row_kernel<T, 1>;
-    if (plan.smem_bytes > 48 * 1024) {
-      cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
-      if (e != cudaSuccess) return e;
-    }
-    kernel<<<dim3(unsigned(d.N)), threads, plan.smem_bytes, a.stream>>>(p);
-    return cudaGetLastError();
-  }
-
-  // Vector width: 16-byte vectors when S is a multiple of kVec, else 8-byte ones when S is a multiple of kVec / 2
-  // (model 4 in 16-bit: S = 258 * 258 = 8 * 8320 + 4, which fell to the scalar path and ran 3x slower than
-  // float32), else scalar.
-  const int vec_n = io_aligned && d.S % kVec == 0                                          ? kVec
-                    : aligned(a.x, 8) && aligned(a.y, 8) && d.S % (kVec / 2) == 0 ? kVec / 2
-                                                                                        : 1;
-  p.div_sv.init(uint32_t(d.S / vec_n));
-  const int64_t groups = d.N * d.num_groups;
-  dim3 grid(unsigned(groups), unsigned(plan.chunks));
-  int threads = kBlock;
-  if (plan.kind == GnPlan::FUSED) {
-    threads = int(std::min<int64_t>(kBlock, std::max<int64_t>(32, ceil_div(ceil_div(plan.chunk / vec_n, 4), 32) * 32)));
-  }
-  const char* gelu_env = getenv("FUSEDOPS_GELU");
-  const int gelu_kind = gelu_env && strcmp(gelu_env, "erff") == 0 ? PRE_GELU : PRE_GELU_FAST;
-  const int pre_kind = d.pre.num_steps == 0                                    ? PRE_NONE
-                       : d.pre.num_steps == 1 && d.pre.steps[0].op == FUSEDOPS_STEP_GELU ? gelu_kind
-                                                                                      : PRE_CHAIN;
-  const GroupKernel fused = group_kernel<T, MODE_FUSED>(vec_n, pre_kind);
-  const GroupKernel stats = group_kernel<T, MODE_STATS>(vec_n, pre_kind);
-  const GroupKernel apply = group_kernel<T, MODE_APPLY>(vec_n, pre_kind);
-  switch (plan.kind) {
-    case GnPlan::FUSED: fused<<<grid, threads, 0, a.stream>>>(p); break;
-    case GnPlan::SPLIT: {
-      cudaError_t onepass_err = cudaSuccess;
-      if (launch_onepass<T>(a, plan, p, vec_n, pre_kind, &onepass_err)) return onepass_err;
-      // Waves of groups whose X fits in part of the L2 cache: the apply pass then re-reads X from L2, not DRAM
-      // (2 DRAM passes instead of 3). The wave must still hold enough blocks to fill the GPU.
-      const int64_t wave = split_wave_groups(plan, d, groups);
-      for (int64_t g0 = 0; g0 < groups; g0 += wave) {
-        p.group_offset = g0;
-        grid.x = unsigned(std::min(wave, groups - g0));
-        stats<<<grid, threads, 0, a.stream>>>(p);
-        apply<<<grid, threads, 0, a.stream>>>(p);
-      }
-      p.group_offset = 0;
-      break;
-    }
-    default: {  // SPLIT_REDUCE
-      stats<<<grid, threads, 0, a.stream>>>(p);
-      gn_finalize_kernel<<<unsigned(ceil_div(groups, 256)), 256, 0, a.stream>>>(p, groups);
-      gn_reduce_kernel<T><<<unsigned(ceil_div(d.S, kBlock) * d.N), kBlock, 0, a.stream>>>(p);
-      break;
-    }
-  }
-  return cudaGetLastError();
-}
-
 }  // namespace
-
-int set_error(char* err, size_t err_len, int code, const char* fmt, ...) {
-  if (err && err_len > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
-GnPlan plan_groupnorm(const fusedops_groupnorm_desc& d) {
-  GnPlan plan;
-  const int64_t Cg = d.C / d.num_groups;
-  const int64_t groups = d.N * d.num_groups;
-  plan.group_len = Cg * d.S;
-  const size_t row_smem = align_up(size_t(d.C) * 4, 8) + size_t(d.num_groups) * 8;
-  if (d.S == 1 && row_smem <= kRowSmemMax) {
-    plan.kind = GnPlan::ROW;
-    plan.smem_bytes = row_smem;
-    return plan;
-  }
-  const int64_t L = plan.group_len;
-  // Chunks of at most chunk_max elements, but enough of them for kTargetBlocks blocks when there are few groups.
-  const auto split = [&](int64_t chunk_max, int64_t* chunk) {
-    const int64_t chunk_min = 2048;
-    int64_t P = ceil_div(L, chunk_max);
-    if (groups * P < kTargetBlocks) P = std::max(P, std::min(ceil_div(L, chunk_min), ceil_div(kTargetBlocks, groups)));
-    P = std::min<int64_t>(std::max<int64_t>(P, 1), 65535);  // gridDim.y limit
-    *chunk = int64_t(align_up(size_t(ceil_div(L, P)), 8));
-    return ceil_div(L, *chunk);
-  };
-  int64_t chunk = 0;
-  const int64_t P = split(int64_t(kBlock) * (16 / elem_size(d.x_dtype)) * 16, &chunk);  // 16 vectors a thread
-  plan.chunk = chunk;
-  plan.chunks = P;
-  if (d.reduce != FUSEDOPS_REDUCE_NONE) {
-    plan.kind = GnPlan::SPLIT_REDUCE;
-    plan.workspace = align_up(size_t(groups * P) * sizeof(Welford), kAlign) + size_t(groups) * sizeof(float2) + kAlign;
-  } else if (P == 1) {
-    plan.kind = GnPlan::FUSED;
-  } else {
-    plan.kind = GnPlan::SPLIT;
-    plan.workspace = size_t(groups * P) * sizeof(Welford) + kAlign;
-    int64_t chunk1 = 0;
-    const int64_t P1 = split(kOnepassMaxChunk, &chunk1);  // the same split, capped by the shared-memory chunk
-    if (groups * P1 < int64_t(UINT32_MAX)) {
-      plan.onepass_chunk = chunk1;
-      plan.onepass_chunks = P1;
-      plan.workspace = std::max(plan.workspace, onepass_partials_offset(groups) + size_t(groups * P1) * sizeof(Welford)
-                                                    + kAlign);
-    }
-  }
-  return plan;
-}
-
-int check_cuda_limits(const fusedops_groupnorm_desc& d, const char* op, char* err, size_t err_len) {
-  const int64_t groups = d.N * d.num_groups;
-  const int64_t L = d.C / d.num_groups * d.S;
-  if (groups > INT32_MAX || L > int64_t(UINT32_MAX) || d.C > int64_t(UINT32_MAX))
-    return set_error(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
-                     "%s: N*num_groups=%lld groups of %lld elements exceed the CUDA kernel's index range", op,
-                     (long long)groups, (long long)L);
-  return FUSEDOPS_OK;
-}
-
-cudaError_t launch_groupnorm(const GnLaunch& a) {
-  const fusedops_groupnorm_desc& d = *a.d;
-  const GnPlan plan = plan_groupnorm(d);
-  GnParams p{};
-  p.x = a.x;
-  p.y = a.y;
-  p.gamma = a.gamma;
-  p.beta = a.beta;
-  p.bias = a.bias;
-  for (int k = 0; k < FUSEDOPS_MAX_EXTRAS; ++k) p.ex.p[k] = (a.extras && k < a.num_extras) ? a.extras[k] : nullptr;
-  p.param_dtype = d.param_dtype;
-  p.reduce = d.reduce;
-  p.pre = d.pre;
-  p.post = d.post;
-  p.N = d.N;
-  p.C = d.C;
-  p.S = d.S;
-  p.G = d.num_groups;
-  p.Cg = d.C / d.num_groups;
-  p.L = plan.group_len;
-  p.chunk = plan.chunk;
-  p.P = int32_t(plan.chunks);
-  p.eps = d.epsilon;
-  p.div_cg.init(uint32_t(p.Cg));
-  p.div_sv.init(1);
-  if (plan.workspace) {
-    char* ws = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(a.workspace), kAlign));
-    const size_t partial_bytes = size_t(d.N * d.num_groups * plan.chunks) * sizeof(Welford);
-    p.partials = reinterpret_cast<Welford*>(ws);
-    p.stats = reinterpret_cast<float2*>(ws + align_up(partial_bytes, kAlign));
-  }
-  switch (d.x_dtype) {
-    case FUSEDOPS_F16: return launch_typed<__half>(a, plan, p);
-    case FUSEDOPS_BF16: return launch_typed<__nv_bfloat16>(a, plan, p);
-    default: return launch_typed<float>(a, plan, p);
-  }
-}
-
 }  // namespace cuda
 }  // namespace fusedops
-
-using fusedops::cuda::set_error;
-
-extern "C" {
-
-FUSEDOPS_API size_t fusedops_groupnorm_act_workspace_size(const fusedops_groupnorm_desc* d) {
-  if (!d || fusedops_groupnorm_act_check(d, nullptr, 0) != FUSEDOPS_OK) return 0;
-  return fusedops::cuda::plan_groupnorm(*d).workspace;
-}
-
-FUSEDOPS_API int fusedops_groupnorm_act_cuda(const fusedops_groupnorm_desc* d, const void* x, const void* gamma,
-                                             const void* beta, const void* const* extras, int32_t num_extras,
-                                             void* y, void* workspace, size_t workspace_size,
-                                             fusedops_stream_t stream, char* err, size_t err_len) {
-  if (!d) return set_error(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "GroupNormAct: descriptor is NULL");
-  int rc = fusedops_groupnorm_act_check(d, err, err_len);
-  if (rc != FUSEDOPS_OK) return rc;
-  if (!x || !gamma || !beta || !y)
-    return set_error(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "GroupNormAct: %s pointer is NULL",
-                     !x ? "X" : !gamma ? "gamma" : !beta ? "beta" : "Y");
-  const int32_t need = fusedops_num_extras(&d->pre, &d->post);
-  if (num_extras < need || num_extras > FUSEDOPS_MAX_EXTRAS)
-    return set_error(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
-                     "GroupNormAct: chains reference %d extra input(s), got %d", need, num_extras);
-  for (int k = 0; k < need; ++k)
-    if (!extras || !extras[k])
-      return set_error(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "GroupNormAct: extra input %d is NULL", k);
-  rc = fusedops::cuda::check_cuda_limits(*d, "GroupNormAct", err, err_len);
-  if (rc != FUSEDOPS_OK) return rc;
-  const fusedops::cuda::GnPlan plan = fusedops::cuda::plan_groupnorm(*d);
-  if (plan.workspace > 0 && (!workspace || workspace_size < plan.workspace))
-    return set_error(err, err_len, FUSEDOPS_ERR_WORKSPACE, "GroupNormAct: workspace of %zu bytes, need %zu",
-                     workspace ? workspace_size : size_t(0), plan.workspace);
-  fusedops::cuda::GnLaunch a{d, x, nullptr, gamma, beta, extras, num_extras, y, workspace, workspace_size,
-                             reinterpret_cast<cudaStream_t>(stream)};
-  const cudaError_t e = fusedops::cuda::launch_groupnorm(a);
-  if (e != cudaSuccess)
-    return set_error(err, err_len, FUSEDOPS_ERR_CUDA, "GroupNormAct: kernel launch failed: %s", cudaGetErrorString(e));
-  return FUSEDOPS_OK;
-}
-
-}  // extern "C"
