@@ -511,10 +511,27 @@ def add_arguments(ap) -> None:
     ap.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. max-autotune")
     ap.add_argument("--compile-precisions", nargs="*", default=["fp32", "tf32"], choices=list(PRECISIONS),
                     help="precisions that get torch.compile rows (each compile costs tens of seconds)")
+    g = ap.add_argument_group("latency (--latency: per-call synchronous, enqueue, back-to-back and graph times)")
+    g.add_argument("--latency", action="store_true",
+                   help="time what a serving caller sees per call at small batches instead (fusedops.latency)")
+    g.add_argument("--batches", nargs="*", default=["1", "16", "ref"], help="batch sizes; 'ref' = the model's own")
+    g.add_argument("--calls", type=int, default=200, help="timed calls per variant (median)")
+    g.add_argument("--compile-modes", nargs="*", default=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
+                   help="torch.compile modes timed with --latency")
+    g.add_argument("--compile-batches", nargs="*", default=None,
+                   help="batches that get torch.compile rows with --latency (default: all)")
+    g.add_argument("--no-ort", action="store_true", help="skip the ONNX Runtime rows")
 
 
 def run_from_args(a) -> int:
     """Run with parsed flags; FusedopsError propagates (the CLI prints it on one line)."""
+    if a.latency:
+        from .latency import run_latency
+
+        lat = run_latency(models=a.models, precisions=a.precisions, batches=a.batches,
+                          compile_modes=[] if a.no_compile else a.compile_modes, compile_batches=a.compile_batches,
+                          calls=a.calls, use_ort=not a.no_ort, out_dir=a.out_dir)
+        return 1 if lat.errors else 0
     report = run_bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
                        precisions=a.precisions, input_sets=a.input_sets, use_compile=not a.no_compile,
                        compile_mode=a.compile_mode, compile_precisions=a.compile_precisions,

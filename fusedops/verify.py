@@ -71,6 +71,7 @@ class Backend:
     available: Callable[[], str | None]  # None if usable, else the reason it is not
     run: Callable[[RunContext], tuple[list[np.ndarray], float]]
     device: str = "cpu"
+    timed: str = "host arrays, wall time of one run"  # what median_ms measures (shown in the demo table)
 
 
 def _copy_to(model: torch.nn.Module, device: str) -> torch.nn.Module:
@@ -86,21 +87,6 @@ def _median_ms(fn, repeats: int, warmup: int = 2) -> float:
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def _cuda_median_ms(fn, repeats: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
     return statistics.median(times)
 
 
@@ -152,11 +138,26 @@ def _ort_library_available(provider: str):
 def _ort_library_run(provider: str):
     def run(ctx: RunContext):
         from . import ort as fo_ort
-        providers = [provider] if provider == "CPUExecutionProvider" else [provider, "CPUExecutionProvider"]
-        sess = fo_ort.session(str(ctx.onnx_path), providers=providers)
-        feed = _ort_feed(sess, ctx.inputs)
-        out = sess.run(None, feed)
-        return out, _median_ms(lambda: sess.run(None, feed), ctx.repeats)
+        if provider == "CPUExecutionProvider":
+            sess = fo_ort.session(str(ctx.onnx_path), providers=[provider])
+            feed = _ort_feed(sess, ctx.inputs)
+            out = sess.run(None, feed)
+            return out, _median_ms(lambda: sess.run(None, feed), ctx.repeats)
+        # CUDA EP: inputs and outputs bound to device buffers (IOBinding), so the timed runs copy nothing between
+        # host and device, like the torch-cuda row; each run returns when its results are ready.
+        import onnxruntime as ort
+        sess = fo_ort.session(str(ctx.onnx_path), providers=[provider, "CPUExecutionProvider"])
+        io = sess.io_binding()
+        keep = []
+        for i, t in zip(sess.get_inputs(), ctx.inputs):
+            v = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(t.numpy()), "cuda", 0)
+            keep.append(v)
+            io.bind_ortvalue_input(i.name, v)
+        for o in sess.get_outputs():
+            io.bind_output(o.name, "cuda", 0)
+        sess.run_with_iobinding(io)
+        out = [v.numpy() for v in io.get_outputs()]
+        return out, _median_ms(lambda: sess.run_with_iobinding(io), ctx.repeats)
     return run
 
 
@@ -188,8 +189,9 @@ def _torch_fused_run(device: str):
         try:
             with torch.no_grad():
                 out = fused(*xs)
-                timer = _cuda_median_ms if device == "cuda" else _median_ms
-                ms = timer(lambda: fused(*xs), ctx.repeats)
+                # Synchronous wall time of one call, as the ort-cuda row measures it.
+                call = (lambda: (fused(*xs), torch.cuda.synchronize())) if device == "cuda" else (lambda: fused(*xs))
+                ms = _median_ms(call, ctx.repeats)
         finally:
             torch.set_float32_matmul_precision(prev)
         return [out.float().cpu().numpy()], ms
@@ -273,10 +275,13 @@ BACKENDS: dict[str, Backend] = {
         Backend("ort-cpu", "fp32", _ort_library_available("CPUExecutionProvider"),
                 _ort_library_run("CPUExecutionProvider")),
         Backend("ort-cuda", "tf32", _ort_library_available("CUDAExecutionProvider"),
-                _ort_library_run("CUDAExecutionProvider"), device="cuda"),
-        Backend("torch-cpu", "fp32", lambda: None, _torch_fused_run("cpu")),
-        Backend("torch-cuda", "tf32", _torch_cuda_available, _torch_fused_run("cuda"), device="cuda"),
-        Backend("trt", "tf32", _trt_available, _trt_run, device="cuda"),
+                _ort_library_run("CUDAExecutionProvider"), device="cuda",
+                timed="device buffers (IOBinding), synchronous wall time of one run"),
+        Backend("torch-cpu", "fp32", lambda: None, _torch_fused_run("cpu"), timed="CPU tensors, wall time of one call"),
+        Backend("torch-cuda", "tf32", _torch_cuda_available, _torch_fused_run("cuda"), device="cuda",
+                timed="device tensors, synchronous wall time of one call"),
+        Backend("trt", "tf32", _trt_available, _trt_run, device="cuda",
+                timed="device buffers, GPU time of execute (CUDA events)"),
     ]
 }
 
@@ -298,7 +303,9 @@ def run_backend(ctx: RunContext, backend: Backend) -> BackendResult:
     if reason:
         return BackendResult(ctx.entry.key, backend.name, None, note=f"skipped: {reason}")
     outputs, ms = backend.run(ctx)
-    return compare(ctx.entry.key, backend, outputs, ctx.reference(backend.device), ms)
+    r = compare(ctx.entry.key, backend, outputs, ctx.reference(backend.device), ms)
+    r.note = f"{r.note}; timed: {backend.timed}" if r.note else f"timed: {backend.timed}"
+    return r
 
 
 def verify(model: str, backend: str = "ort-cpu", size: str = "small", workdir: str | None = None,

@@ -5,7 +5,8 @@
     library_path(name="fusedops") -> Path | None              e.g. "fusedops", "fusedops_ort", "fusedops_trt"
 
 Header locations come from the environment variables ``ORT_INCLUDE_DIR``, ``TENSORRT_INCLUDE_DIR`` and
-``EIGEN_INCLUDE_DIR`` when set (otherwise CMake looks in ``third_party/``).
+``EIGEN_INCLUDE_DIR`` when set (otherwise CMake looks in ``third_party/``); ``FUSEDOPS_CUDA_ARCHS`` picks the CUDA
+architectures. The PyTorch ops are built against the torch this Python imports (its CMake package).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fusedops.errors import FusedopsError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = REPO_ROOT / "plugins"
-_HEADER_VARS = ("ORT_INCLUDE_DIR", "TENSORRT_INCLUDE_DIR", "EIGEN_INCLUDE_DIR")
+_HEADER_VARS = ("ORT_INCLUDE_DIR", "TENSORRT_INCLUDE_DIR", "EIGEN_INCLUDE_DIR", "FUSEDOPS_CUDA_ARCHS")
 _CUDA_MODES = {"auto": "AUTO", "on": "ON", "off": "OFF", True: "ON", False: "OFF", None: "AUTO"}
 
 

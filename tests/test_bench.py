@@ -93,3 +93,33 @@ def test_onnxruntime_targets_against_unfused_and_the_pytorch_path():
     assert not t[("gemm_n", "ORT unfused / ORT fused (tf32)")].met  # 1.16x: under 2x
     assert t[("gemm_n", "ORT fused / PyTorch fused (tf32)")].met
     assert not any(m == "convtranspose2d_x" and "ORT" in w for m, w in t)  # model 4 has no ORT target
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# --latency: target arithmetic and argument checks (the timings themselves need the GPU)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def test_latency_targets_judge_each_rule():
+    from fusedops.latency import LatencyRow, targets
+
+    m = "matmul_groupnorm_leakyrelu_sum"
+    rows = [LatencyRow(m, "eager", "tf32", 1, 0.120, 60.0, 0.05),
+            LatencyRow(m, "compile:reduce-overhead", "tf32", 1, 0.090, 20.0, 0.04),
+            LatencyRow(m, "fused", "tf32", 1, 0.080, 12.0, 0.03, graph_ms=0.05),
+            LatencyRow(m, "fused_op", "tf32", 1, 0.079, 16.0, 0.03),
+            LatencyRow(m, "fused", "tf32", 1024, 0.420, 12.0, 0.40, graph_ms=0.41),
+            LatencyRow(m, "ort-cuda-fused", "tf32", 1024, 0.460, 30.0, 0.45)]
+    got = {t.what: (t.value, t.met) for t in targets(rows, {m: 1024})}
+    assert got["batch 1 sync fused / eager (tf32)"] == (round(0.080 / 0.120, 3), True)
+    assert got["batch 1 sync fused / compile:reduce-overhead (tf32)"] == (round(0.080 / 0.090, 3), True)
+    assert got["host enqueue of the fused op (tf32, batch 1), us"] == (16.0, False)
+    assert got["reference batch sync / graph replay (tf32)"] == (round(0.420 / 0.41, 3), True)
+    assert got["reference batch ORT fused / PyTorch fused (tf32)"] == (round(0.460 / 0.420, 3), False)
+
+
+def test_latency_needs_a_gpu_and_valid_arguments(monkeypatch):
+    from fusedops import latency
+
+    monkeypatch.setattr(latency.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(FusedopsError, match="needs a CUDA GPU"):
+        latency.run_latency(models=["1"])

@@ -21,13 +21,12 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log
 
 if has build; then
   t0=$SECONDS
-  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  trt=(); [[ -d third_party/tensorrt/include ]] && trt=(-DTENSORRT_INCLUDE_DIR="$root/third_party/tensorrt/include")
-  if cmake -S plugins -B build/native "${gen[@]}" -DFUSEDOPS_CUDA=ON "${trt[@]}" >"$out/build.log" 2>&1 &&
-     cmake --build build/native -j"$(nproc)" >>"$out/build.log" 2>&1; then
+  [[ -d third_party/tensorrt/include ]] && export TENSORRT_INCLUDE_DIR="$root/third_party/tensorrt/include"
+  # fusedops build-native: every target, the PyTorch ops against this machine's torch (Torch_DIR from torch.utils).
+  if python3 -m fusedops build-native --cuda on --verbose >"$out/build.log" 2>&1; then
     echo "native build OK in $((SECONDS - t0)) s: $(ls build/native/lib | tr '\n' ' ')"
   else
-    echo "native build FAILED"; tail -30 "$out/build.log"; exit 1
+    echo "native build FAILED"; grep -E "error|Error" "$out/build.log" | head -30; tail -30 "$out/build.log"; exit 1
   fi
 fi
 

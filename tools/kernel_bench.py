@@ -2,7 +2,7 @@
 
     python tools/kernel_bench.py smoke            # one small run of every kernel path, checked (sanitizer target)
     python tools/kernel_bench.py bench [--json F] # model 4's GELU+GroupNorm step and the three GEMM models' fused ops
-    python tools/kernel_bench.py ab [--json F]    # old vs new kernel variants side by side (env-selected), + accuracy
+    python tools/kernel_bench.py ab [--json F]    # old vs new kernel variants side by side (plan options), + accuracy
 
 Timings: CUDA events around each call, median of --iters after --warmup calls, inputs allocated once.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 
@@ -171,13 +170,12 @@ def bench(iters: int, warmup: int) -> dict:
     # SPLIT path wave size: fraction of L2 that one wave's X may fill (0 = all groups in one launch).
     r["fused_gelu_gn_graph_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y), iters, warmup,
                                           graph=True)
-    for frac in ("0.5",):
-        os.environ["FUSEDOPS_GN_L2_FRACTION"] = frac
+    for frac in (0.5,):
+        waves = abi.PlanOptions(groupnorm_two_pass=True, l2_wave_fraction=frac)
         r[f"fused_gelu_gn_ms_l2frac_{frac}"] = time_ms(
-            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y), iters, warmup)
+            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y, options=waves), iters, warmup)
         r[f"fused_gn_only_ms_l2frac_{frac}"] = time_ms(
-            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters, warmup)
-    os.environ.pop("FUSEDOPS_GN_L2_FRACTION")
+            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y, options=waves), iters, warmup)
     r["floor_ms_at_copy_bw"] = r["copy_ms"] * 1.5  # 2 reads + 1 write vs the copy's 1 read + 1 write
     r["fused_effective_TBps"] = 3 * nbytes / r["fused_gelu_gn_ms"] / 1e9
     r["copy_TBps"] = 2 * nbytes / r["copy_ms"] / 1e9
@@ -231,31 +229,10 @@ def bench(iters: int, warmup: int) -> dict:
     return res
 
 
-class env_var:
-    """Sets (or with None removes) an environment variable that the library reads at launch time."""
-
-    def __init__(self, name: str, value: str | None):
-        self.name, self.value = name, value
-
-    def __enter__(self):
-        self.old = os.environ.get(self.name)
-        if self.value is None:
-            os.environ.pop(self.name, None)
-        else:
-            os.environ[self.name] = self.value
-
-    def __exit__(self, *exc):
-        if self.old is None:
-            os.environ.pop(self.name, None)
-        else:
-            os.environ[self.name] = self.old
-
-
 def ab(iters: int, warmup: int) -> dict:
-    """Old and new kernel versions in one process (the library picks them by environment variable at launch):
-    model 4 GELU with erff (FUSEDOPS_GELU=erff) vs gelu_fast, accuracy of both against a float64 GPU reference; the
-    GEMM epilogue: one-row register kernel (FUSEDOPS_EPI_KERNEL=reg) vs the column-slice kernel at several
-    FUSEDOPS_EPI_ROWS and at its default."""
+    """Old and new kernel versions in one process, chosen through plan options (abi.PlanOptions): model 4 GELU with
+    erff (gelu_erff) vs gelu_fast, accuracy of both against a float64 GPU reference; the GEMM epilogue: one-row
+    register kernel (epilogue_register) vs the column-slice kernel at several epilogue_rows and at its default."""
     dev = torch.device("cuda")
     res: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": iters}
     g = torch.Generator(device=dev).manual_seed(0)
@@ -264,23 +241,23 @@ def ab(iters: int, warmup: int) -> dict:
     a, a_plain = attrs(num_groups=8, pre="gelu"), attrs(num_groups=8)
     r: dict = {"copy_ms": time_ms(lambda: y.copy_(x), iters, warmup)}
     r["gn_only_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters, warmup)
-    with env_var("FUSEDOPS_GN_ONEPASS", "0"):
-        r["gn_only_twopass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y), iters,
-                                          warmup)
+    two_pass = abi.PlanOptions(groupnorm_two_pass=True)
+    r["gn_only_twopass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a_plain, out=y,
+                                                                     options=two_pass), iters, warmup)
     ref = F.group_norm(F.gelu(x.double()), 8, gamma.double(), beta.double(), 1e-5)
     eager = F.group_norm(F.gelu(x), 8, gamma, beta, 1e-5)
     r["eager_fp32_max_abs_err_vs_f64"] = (eager.double() - ref).abs().max().item()
     del eager
-    variants = (("twopass_erff", "erff", "0"), ("twopass_fast", None, "0"), ("onepass_fast", None, None))
-    for name, val, onepass in variants:
-        with env_var("FUSEDOPS_GELU", val), env_var("FUSEDOPS_GN_ONEPASS", onepass):
-            r[f"gelu_gn_{name}_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y), iters,
-                                              warmup)
-            r[f"gelu_gn_{name}_graph_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y),
-                                                    iters, warmup, graph=True)
-            y.fill_(float("nan"))
-            abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y)
-            r[f"gelu_gn_{name}_max_abs_err_vs_f64"] = (y.double() - ref).abs().max().item()
+    variants = (("twopass_erff", abi.PlanOptions(gelu_erff=True, groupnorm_two_pass=True)),
+                ("twopass_fast", abi.PlanOptions(groupnorm_two_pass=True)), ("onepass_fast", None))
+    for name, opts in variants:
+        r[f"gelu_gn_{name}_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y, options=opts),
+                                          iters, warmup)
+        r[f"gelu_gn_{name}_graph_ms"] = time_ms(
+            lambda: abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y, options=opts), iters, warmup, graph=True)
+        y.fill_(float("nan"))
+        abi.groupnorm_act_cuda(x, gamma, beta, [], a, out=y, options=opts)
+        r[f"gelu_gn_{name}_max_abs_err_vs_f64"] = (y.double() - ref).abs().max().item()
     r["floor_ms_at_copy_bw"] = r["copy_ms"] * 1.5
     del y, ref
     # bfloat16 (S = 258 * 258 is 4 mod 8: the half-width vector path): fused vs eager, error vs float64 of its input
@@ -290,9 +267,8 @@ def ab(iters: int, warmup: int) -> dict:
     gb, bb = gamma.to(torch.bfloat16), beta.to(torch.bfloat16)
     r["bf16_copy_ms"] = time_ms(lambda: yb.copy_(xb), iters, warmup)
     r["bf16_gelu_gn_onepass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(xb, gb, bb, [], a, out=yb), iters, warmup)
-    with env_var("FUSEDOPS_GN_ONEPASS", "0"):
-        r["bf16_gelu_gn_twopass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(xb, gb, bb, [], a, out=yb), iters,
-                                               warmup)
+    r["bf16_gelu_gn_twopass_ms"] = time_ms(lambda: abi.groupnorm_act_cuda(xb, gb, bb, [], a, out=yb,
+                                                                          options=two_pass), iters, warmup)
     r["bf16_eager_ms"] = time_ms(lambda: F.group_norm(F.gelu(xb), 8, gb, bb, 1e-5), iters, warmup)
     yb.fill_(float("nan"))
     abi.groupnorm_act_cuda(xb, gb, bb, [], a, out=yb)
@@ -307,8 +283,8 @@ def ab(iters: int, warmup: int) -> dict:
 
     M, K, C = 1024, 8192, 8192
     chains = GEMM_CHAINS
-    variants = [("reg", "reg", None, None)] + [(f"tile_r{n}", None, str(n), None) for n in (2, 4, 8)] + \
-        [("tile_default", None, None, None)]
+    variants = [("reg", abi.PlanOptions(epilogue_register=True))] + \
+        [(f"tile_r{n}", abi.PlanOptions(epilogue_rows=n)) for n in (2, 4, 8)] + [("tile_default", None)]
     for prec, dt, tf32 in [("tf32", torch.float32, 1), ("bf16", torch.bfloat16, 1)]:
         xg, wg, bg, gam, bet, e0, z = gemm_inputs(M, K, C, dt, g)
         rp: dict = {}
@@ -325,17 +301,15 @@ def ab(iters: int, warmup: int) -> dict:
                 zz = F.group_norm(zz, kw["num_groups"], gam, bet, 1e-5)
                 want = catalog.apply_reduce(catalog.apply_chain(zz, af.post, [e0]), af.reduce).float()
                 rm: dict = {}
-                for vname, kern, rows, lt_mb in variants:
-                    with env_var("FUSEDOPS_EPI_KERNEL", kern), env_var("FUSEDOPS_EPI_ROWS", rows), \
-                            env_var("FUSEDOPS_LT_WORKSPACE_MB", lt_mb):
-                        fused_g = time_ms(
-                            lambda: abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32, out=out),
-                            iters, warmup, graph=True)
-                        epi = time_ms(lambda: abi.groupnorm_act_cuda(z, gam, bet, [e0], ag, out=out_e), iters,
-                                      warmup, graph=True)
-                        out.fill_(float("nan"))
-                        abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32, out=out)
-                        diff = (out.float() - want).abs().max().item()
+                for vname, opts in variants:
+                    fused_g = time_ms(lambda: abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32,
+                                                                          out=out, options=opts),
+                                      iters, warmup, graph=True)
+                    epi = time_ms(lambda: abi.groupnorm_act_cuda(z, gam, bet, [e0], ag, out=out_e, options=opts),
+                                  iters, warmup, graph=True)
+                    out.fill_(float("nan"))
+                    abi.gemm_groupnorm_act_cuda(xg, wg, bg, gam, bet, [e0], af, tf32, out=out, options=opts)
+                    diff = (out.float() - want).abs().max().item()
                     rm[vname] = {"fused_graph_ms": round(fused_g, 4), "epilogue_graph_us": round(epi * 1000, 1),
                                  "fused_over_cublas": round(fused_g / rp["cublas_linear_graph_ms"], 3),
                                  "max_abs_diff_vs_eager": diff}

@@ -66,9 +66,9 @@ def poisoned(shape, dtype) -> torch.Tensor:
     return torch.full(shape, float("nan"), dtype=dtype, device=DEV)
 
 
-def run_gn(x, gamma, beta, extras, a):
+def run_gn(x, gamma, beta, extras, a, options=None):
     out = poisoned(catalog.output_shape("GroupNormAct", tuple(x.shape), a), x.dtype)
-    y = abi.groupnorm_act_cuda(x, gamma, beta, extras, a, out=out)
+    y = abi.groupnorm_act_cuda(x, gamma, beta, extras, a, out=out, options=options)
     assert y is out
     return y
 
@@ -255,18 +255,7 @@ def test_param_dtype_float32_with_16bit_input():
     assert_close(got, ref_gn(x, gamma, beta, [], a), 2.0**-6)
 
 
-@pytest.fixture
-def set_env(monkeypatch):
-    """Kernel variants are picked from environment variables at launch time (old versions kept for A/B timing)."""
-    def set_(name, value):
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
-    return set_
-
-
-@pytest.mark.parametrize("rows", [None, "1", "3", "16"])
+@pytest.mark.parametrize("rows", [0, 1, 3, 16])
 @pytest.mark.parametrize("shape,G,chain,dtype", [
     ((1000, 8192), 512, ("", "leaky_relu(0.01);mul(2)", ""), torch.float32),    # model 1 rows, 8 slices
     ((17, 8192), 512, ("", "add(@0)", "min"), torch.float32),                   # whole-row block, 4 vectors a thread
@@ -277,20 +266,18 @@ def set_env(monkeypatch):
     ((19, 8192), 512, ("", "add(@0)", "min"), torch.bfloat16),                   # model 2 bf16: 2 vectors a thread
     ((40, 4096), 256, ("add(@0);hardtanh(-1,1);mish", "", ""), torch.float16),
 ])
-def test_column_slice_epilogue_walks_rows(shape, G, chain, dtype, rows, set_env):
+def test_column_slice_epilogue_walks_rows(shape, G, chain, dtype, rows):
     """The default row epilogue keeps gamma/beta/extra of a column slice in registers and walks `rows` rows (the
     last row block partial); it must agree with the float64 reference and with the one-row kernel it replaced."""
     pre, post, reduce = chain
-    set_env("FUSEDOPS_EPI_ROWS", rows)
     x = (torch.randn(*shape, generator=gen(40)) * 2 + 0.3).to(DEV, dtype)
     gamma, beta, e0 = params(shape[1], 1, 41, dtype)
     a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
-    got = run_gn(x, gamma, beta, [e0], a)
+    got = run_gn(x, gamma, beta, [e0], a, abi.PlanOptions(epilogue_rows=rows))
     assert not torch.isnan(got).any(), "NaN left in the output: some element was not written"
     tol = TOL32 if dtype == torch.float32 else 4 * ULP16[dtype]
     assert_close(got, ref_gn(x, gamma, beta, [e0], a), tol, f"{shape} {chain} rows={rows}")
-    set_env("FUSEDOPS_EPI_KERNEL", "reg")
-    old = run_gn(x, gamma, beta, [e0], a)
+    old = run_gn(x, gamma, beta, [e0], a, abi.PlanOptions(epilogue_register=True))
     torch.testing.assert_close(got, old, rtol=TOL32 if dtype == torch.float32 else 2 * ULP16[dtype],
                                atol=TOL32 if dtype == torch.float32 else 2 * ULP16[dtype])
 
@@ -302,19 +289,17 @@ def test_column_slice_epilogue_walks_rows(shape, G, chain, dtype, rows, set_env)
     ((3, 64, 66, 66), 8, ("gelu", "", ""), torch.bfloat16),                         # S % 8 == 4: half-width vectors
     ((2, 8, 129, 131), 2, ("silu", "hardtanh(-1,1)", ""), torch.float16),           # S odd: scalar path
 ])
-def test_one_pass_groupnorm_matches_two_pass_and_float64(shape, G, chain, dtype, set_env):
+def test_one_pass_groupnorm_matches_two_pass_and_float64(shape, G, chain, dtype):
     """Large groups run in one persistent pass (chunks kept in shared memory, group statistics exchanged through
-    the workspace): same results as the two-pass kernels (FUSEDOPS_GN_ONEPASS=0) and the float64 reference, and
+    the workspace): same results as the two-pass kernels (groupnorm_two_pass) and the float64 reference, and
     identical bits from run to run (the partials are combined in a fixed order, whatever order chunks finish in)."""
     pre, post, reduce = chain
     x = (torch.randn(*shape, generator=gen(50)) * 2 + 0.5).to(DEV, dtype)
     gamma, beta, e0, e1 = params(shape[1], 2, 51, dtype)
     a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
-    set_env("FUSEDOPS_GN_ONEPASS", None)
     one = run_gn(x, gamma, beta, [e0, e1], a)
     again = run_gn(x, gamma, beta, [e0, e1], a)
-    set_env("FUSEDOPS_GN_ONEPASS", "0")
-    two = run_gn(x, gamma, beta, [e0, e1], a)
+    two = run_gn(x, gamma, beta, [e0, e1], a, abi.PlanOptions(groupnorm_two_pass=True))
     assert not torch.isnan(one).any(), "NaN left in the output: some element was not written"
     assert torch.equal(one, again), "one-pass results differ between runs"
     want = ref_gn(x, gamma, beta, [e0, e1], a)
@@ -339,18 +324,16 @@ def test_one_pass_on_two_streams_at_once():
         assert_close(out, ref_gn(x, gamma, beta, [], a), TOL32, "two streams")
 
 
-def test_fast_gelu_matches_erff_gelu_and_float64(set_env):
-    """Model 4's GELU pre chain runs gelu_fast (polynomial + ex2) by default; FUSEDOPS_GELU=erff the erff form. Both
+def test_fast_gelu_matches_erff_gelu_and_float64():
+    """Model 4's GELU pre chain runs gelu_fast (polynomial + ex2) by default; gelu_erff the erff form. Both
     against float64 at 1e-4 and each other at 1e-5 (split and fused layouts), on data reaching |x| = 12."""
     for shape, G in [((2, 16, 130, 130), 2), ((3, 16, 9, 11), 4)]:
         x = (torch.randn(*shape, generator=gen(42)) * 3).to(DEV)
         x.view(-1)[:50] = torch.linspace(-12, 12, 50, device=DEV)
         gamma, beta = params(shape[1], 0, 43)
         a = attrs(num_groups=G, pre="gelu")
-        set_env("FUSEDOPS_GELU", None)
         fast = run_gn(x, gamma, beta, [], a)
-        set_env("FUSEDOPS_GELU", "erff")
-        old = run_gn(x, gamma, beta, [], a)
+        old = run_gn(x, gamma, beta, [], a, abi.PlanOptions(gelu_erff=True))
         want = ref_gn(x, gamma, beta, [], a)
         assert_close(fast, want, TOL32, f"fast {shape}")
         assert_close(old, want, TOL32, f"erff {shape}")
@@ -400,36 +383,43 @@ def test_bad_inputs_raise_clear_errors():
         abi.groupnorm_act_cuda(x, gamma, beta, [], attrs(num_groups=3, pre="add(@0)"))
     with pytest.raises(FusedopsError, match="CUDA tensor"):
         abi.groupnorm_act_cuda(x.cpu(), gamma, beta, [], attrs(num_groups=3))
-    with pytest.raises(FusedopsError, match="contiguous"):
-        abi.groupnorm_act_cuda(x.transpose(1, 2), gamma, beta, [], attrs(num_groups=3))
     with pytest.raises(FusedopsError, match="out has shape"):
         abi.groupnorm_act_cuda(x, gamma, beta, [], attrs(num_groups=3), out=torch.empty(2, 12, device=DEV))
     with pytest.raises(FusedopsError, match="rank 2-5"):
         abi.groupnorm_act_cuda(x[0, 0], gamma, beta, [], attrs(num_groups=3))
 
 
-def test_c_abi_reports_workspace_and_null_pointer_errors():
-    lib = abi.load()
+def test_c_abi_plan_reports_workspace_and_null_pointer_errors():
     a = attrs(num_groups=2)
-    d = abi.groupnorm_desc(a, 2, 8, 100000, torch.float32, torch.float32)  # split path: needs a workspace
-    need = lib.fusedops_groupnorm_act_workspace_size(ctypes.byref(d))
-    assert need > 0
+    d, _ = abi.describe(abi.parse_attributes("GroupNormAct", a),
+                        [abi.tensor_desc(torch.float32, (2, 8, 100000))] + [abi.tensor_desc(torch.float32, (8,))] * 2)
+    plan = abi.Plan(d, 0)  # split path: needs a workspace
+    assert plan.workspace > 0 and plan.workspace == abi.workspace_size(d)
     x = torch.randn(2, 8, 100000, device=DEV)
     y = torch.empty_like(x)
     g, b = params(8, 0, 23)
-    err = ctypes.create_string_buffer(256)
-    ws = torch.empty(need, dtype=torch.uint8, device=DEV)
+    ws = torch.empty(plan.workspace, dtype=torch.uint8, device=DEV)
     stream = torch.cuda.current_stream().cuda_stream
-    rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), x.data_ptr(), g.data_ptr(), b.data_ptr(), None, 0,
-                                         y.data_ptr(), ws.data_ptr(), need - 1, stream, err, len(err))
-    assert rc == abi.ERR_WORKSPACE and b"workspace" in err.value
-    rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), None, g.data_ptr(), b.data_ptr(), None, 0,
-                                         y.data_ptr(), ws.data_ptr(), need, stream, err, len(err))
-    assert rc == abi.ERR_INVALID_ARGUMENT and b"X pointer is NULL" in err.value
-    d.num_groups = 3
-    rc = lib.fusedops_groupnorm_act_cuda(ctypes.byref(d), x.data_ptr(), g.data_ptr(), b.data_ptr(), None, 0,
-                                         y.data_ptr(), ws.data_ptr(), need, stream, err, len(err))
-    assert rc == abi.ERR_INVALID_ARGUMENT and b"divisible" in err.value
+    with pytest.raises(FusedopsError, match="workspace of"):
+        plan.run([x.data_ptr(), g.data_ptr(), b.data_ptr()], y.data_ptr(), ws.data_ptr(), plan.workspace - 1, stream)
+    with pytest.raises(FusedopsError, match="X pointer is NULL"):
+        plan.run([None, g.data_ptr(), b.data_ptr()], y.data_ptr(), ws.data_ptr(), plan.workspace, stream)
+    plan.run([x.data_ptr(), g.data_ptr(), b.data_ptr()], y.data_ptr(), ws.data_ptr(), plan.workspace, stream)
+    assert_close(y, ref_gn(x, g, b, [], a), TOL32)
+
+
+def test_plans_name_their_kernels():
+    """The planner's choices, as fusedops_plan_kernels reports them, for the layouts the other tests exercise."""
+    def kernels(shape, G, **kw):
+        d, _ = abi.describe(abi.parse_attributes("GroupNormAct", attrs(num_groups=G, **kw)),
+                            [abi.tensor_desc(torch.float32, shape)] + [abi.tensor_desc(torch.float32, (shape[1],))] * 2)
+        return abi.Plan(d, 0).kernels
+
+    assert kernels((1024, 8192), 512).startswith("gn_row_tile")
+    assert kernels((1024, 8192), 512, reduce="min").startswith("gn_row_tile")
+    assert kernels((3, 16, 9, 11), 4).startswith("gn_group_fused")
+    assert kernels((128, 64, 258, 258), 8, pre="gelu").startswith("gn_onepass(vec4,pre=gelu_fast")
+    assert "misaligned" in kernels((3, 16, 9, 12), 4)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -452,10 +442,10 @@ def ref_gemm(x, w, b, gamma, beta, extras, a):
     return catalog.gemm_group_norm_act_reference(d(x), d(w), d(b), d(gamma), d(beta), [d(e) for e in extras], a)
 
 
-def run_gemm(x, w, b, gamma, beta, extras, a, tf32):
+def run_gemm(x, w, b, gamma, beta, extras, a, tf32, options=None):
     shape = catalog.output_shape("GemmGroupNormAct", tuple(x.shape), a, tuple(w.shape))
     out = poisoned(shape, x.dtype)
-    y = abi.gemm_groupnorm_act_cuda(x, w, b, gamma, beta, extras, a, tf32, out=out)
+    y = abi.gemm_groupnorm_act_cuda(x, w, b, gamma, beta, extras, a, tf32, out=out, options=options)
     assert y is out
     return y
 

@@ -9,9 +9,10 @@ Tolerances (max |got - ref| allowed, as rtol/atol of torch.testing.assert_close 
   output: bf16 5e-2, fp16 1e-2 as rtol/atol. Measured on the H200 (2026-11-22), max |fused - float64| at bench
   size, models 1-4: bf16 3.3e-2 / 2.8e-2 / 1.5e-2 / 7.5e-2 (eager bf16 4.3e-2 / 3.4e-2 / 3.2e-2 / 9.3e-2), fp16
   3.8e-3 / 3.3e-3 / 1.5e-3 / 6.7e-3 (eager 5.1e-3 / 4.3e-3 / 2.9e-3 / 8.0e-3), on outputs up to ~6 in magnitude.
-Outputs are poisoned before kernels run: this module sets FUSEDOPS_POISON_OUTPUTS=1, so every output (and workspace)
-the C ABI binding allocates for the ops and the fused models starts as NaN (0xFF bytes); every input is NaN-free, so
-a NaN in an output is an element no kernel wrote (or a workspace byte read before it was written).
+Outputs are poisoned before kernels run: this module turns on torch_ops.set_poison_outputs (and
+FUSEDOPS_POISON_OUTPUTS=1 for the ABI binding), so every output (and workspace) the ops and the fused models allocate
+starts as NaN (0xFF bytes); every input is NaN-free, so a NaN in an output is an element no kernel wrote (or a
+workspace byte read before it was written).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def _need_cuda_kernels():
     if not ok:
         pytest.skip(f"needs a CUDA device and the fusedops CUDA library: {why}")
     old = os.environ.get("FUSEDOPS_POISON_OUTPUTS")
-    os.environ["FUSEDOPS_POISON_OUTPUTS"] = "1"
+    os.environ["FUSEDOPS_POISON_OUTPUTS"] = "1"  # the ABI binding's own allocations (tests calling plugins.abi)
+    torch_ops.set_poison_outputs(True)           # the C++ ops' allocations
     yield
+    torch_ops.set_poison_outputs(False)
     if old is None:
         os.environ.pop("FUSEDOPS_POISON_OUTPUTS")
     else:
@@ -424,3 +427,103 @@ def test_empty_batch_on_cuda():
     w = torch.randn(12, 10, device="cuda")
     y = torch_ops.gemm_group_norm_act(torch.randn(0, 10, device="cuda"), w, beta, gamma, beta, [], 4, reduce="min")
     assert y.shape == (0, 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The low-latency path: CUDA graphs at the reference size, torch.compile(reduce-overhead), concurrency, plan choice
+# ---------------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", KEYS)
+def test_model_graph_capture_at_bench_size_matches_eager_runs(key):
+    """torch.cuda.graphs capture of ModelNew at the reference shape (batch 16 for model 4: its reference batch is
+    2 GB): replays on fresh inputs give what plain runs of ModelNew give, bit for bit."""
+    entry = get_entry(key)
+    new = entry.build("bench", cls_name="ModelNew", seed=11).cuda()
+    batch = 16 if entry.number == 4 else None
+    (x,) = entry.inputs("bench", batch=batch, generator=_gen(11), device="cuda")
+    static_x = x.clone()
+    with precision("tf32"), torch.inference_mode():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            new(static_x)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = new(static_x)
+        for seed in (12, 13):
+            (x2,) = entry.inputs("bench", batch=batch, generator=_gen(seed), device="cuda")
+            static_x.copy_(x2)
+            static_y.fill_(float("nan"))
+            graph.replay()
+            torch.testing.assert_close(static_y, new(x2), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_model_compiled_reduce_overhead_matches_eager(key):
+    """torch.compile(mode="reduce-overhead") over ModelNew (Inductor with CUDA graphs around the custom op)."""
+    entry = get_entry(key)
+    new = entry.build("small", cls_name="ModelNew", seed=14).cuda()
+    ref = entry.build("small", seed=14).cuda()
+    torch._dynamo.reset()
+    compiled = torch.compile(new, mode="reduce-overhead", fullgraph=True)
+    with precision("fp32"), torch.inference_mode():
+        for seed in (15, 16, 17, 18):  # several calls: the graph is recorded, then replayed
+            (x,) = entry.inputs("small", batch=6, generator=_gen(seed), device="cuda")
+            got = compiled(x).clone()
+            torch.testing.assert_close(got, ref(x), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+
+
+def test_one_plan_from_two_threads_on_two_streams():
+    """The cached plan is shared by concurrent calls: two threads, each on its own stream, many calls each."""
+    import threading
+
+    g = _gen(20)
+    x = [torch.rand(64, 512, generator=g).cuda() for _ in range(2)]
+    w = (torch.randn(1024, 512, generator=g) / 22).cuda()
+    b, gm, bt = _params(1024, 0, seed=21)[0], *_params(1024, 0, seed=22)[:2]
+    with precision("fp32"):
+        want = [F.leaky_relu(F.group_norm(F.linear(xi, w, b), 64, gm, bt, 1e-5), 0.01) * 2 for xi in x]
+    errors, outs = [], [[], []]
+
+    def worker(i):
+        try:
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s), precision("fp32"):
+                for _ in range(50):
+                    outs[i].append(torch_ops.gemm_group_norm_act(x[i], w, b, gm, bt, [], 64, 1e-5, "",
+                                                                 "leaky_relu(0.01);mul(2)"))
+            s.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(2):
+        for y in outs[i]:
+            torch.testing.assert_close(y, want[i], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_planner_picks_the_measured_kernels(key):
+    """What each ModelNew's op runs at the reference shape (docs/kernels.md explains the choices)."""
+    entry = get_entry(key)
+    new = entry.build("bench", cls_name="ModelNew", seed=23).cuda()
+    batch = 4 if entry.number == 4 else None
+    (x,) = entry.inputs("bench", batch=batch, generator=_gen(23), device="cuda")
+    if entry.number == 4:
+        gn = new.group_norm
+        y = new.conv_transpose(x)
+        text = torch_ops.plan_kernels(y, gn.weight, gn.bias, [], gn.num_groups, gn.eps, "gelu")
+        assert text.startswith("gn_onepass(vec4,pre=gelu_fast"), text
+        return
+    lin = next(m for m in new.modules() if isinstance(m, torch.nn.Linear))
+    gn = next(m for m in new.modules() if isinstance(m, torch.nn.GroupNorm))
+    with precision("tf32"):
+        text = torch_ops.plan_kernels(x, gn.weight, gn.bias, [], gn.num_groups, gn.eps, w=lin.weight, b=lin.bias)
+    assert text.startswith("cublaslt(bias epilogue,tf32) + gn_row_tile"), text

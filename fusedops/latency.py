@@ -1,0 +1,380 @@
+"""``fusedops bench --latency``: what a serving caller sees per call, at batch 1, 16 and the reference batch.
+
+For each model, precision (fp32 / tf32 / bf16) and batch, every variant is timed four ways:
+
+  sync_ms     median wall time of one call followed by torch.cuda.synchronize(): what a serving process waits for
+  enqueue_us  median host time of one call issued back to back without synchronising: the launch overhead
+  b2b_ms      back-to-back throughput: wall time of ``calls`` calls issued back to back, synchronised once, / calls
+  graph_ms    median CUDA-event time of one CUDA-graph replay of the call (eager and fused): GPU time alone
+
+Variants: ``eager`` (Model), ``compile:<mode>`` (torch.compile(Model) per mode: default, reduce-overhead,
+max-autotune-no-cudagraphs), ``fused`` (ModelNew), ``fused_op`` (its fused op called alone, for the per-op host
+cost), and, with ONNX Runtime's CUDA EP, ``ort-cuda-unfused`` / ``ort-cuda-fused`` (IOBinding on device buffers; no
+host copies are timed; fp32/tf32 exports only). Calls run under torch.inference_mode(), as a server's do; inputs
+are fresh uniform random tensors, three sets in rotation.
+
+Targets (issue 8, judged here, not in tests): host enqueue of one fused op <= 15 us; models 1-3 at batch 1,
+synchronous: fused <= 0.8 x eager and below compile:reduce-overhead; at the reference batch, fused synchronous
+within 1.05 x its CUDA-graph replay; ORT fused / PyTorch fused <= 1.05 at the reference batch.
+Writes ``latency.json`` and ``latency.png`` into ``out_dir``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime as _dt
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from .bench import dtype_of, precision_mode, time_cuda_graph
+from .errors import FusedopsError
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+ENQUEUE_TARGET_US = 15.0
+BATCH1_VS_EAGER_TARGET = 0.8
+SYNC_VS_GRAPH_TARGET = 1.05
+ORT_VS_TORCH_TARGET = 1.05
+
+
+@dataclass
+class LatencyRow:
+    model: str
+    variant: str
+    precision: str
+    batch: int
+    sync_ms: float
+    enqueue_us: float | None
+    b2b_ms: float | None
+    graph_ms: float | None = None
+    note: str = ""
+
+
+@dataclass
+class LatencyTarget:
+    model: str
+    what: str
+    value: float
+    limit: float
+    met: bool
+
+
+@dataclass
+class LatencyReport:
+    date: str
+    gpu: str
+    torch: str
+    calls: int
+    rows: list[LatencyRow] = field(default_factory=list)
+    targets: list[LatencyTarget] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Timing one callable
+# ---------------------------------------------------------------------------------------------------------------------
+
+def measure(fn: Callable[[torch.Tensor], object], xs: Sequence[torch.Tensor], calls: int, warmup: int = 10,
+            host_only: bool = False) -> tuple[float, float | None, float | None]:
+    """(sync_ms, enqueue_us, b2b_ms) of fn over the inputs in rotation. ``host_only``: fn synchronises itself (its
+    back-to-back numbers would repeat the synchronous ones), so only sync_ms is returned."""
+    n = len(xs)
+    for i in range(warmup):
+        fn(xs[i % n])
+    torch.cuda.synchronize()
+    sync = []
+    for i in range(calls):
+        t0 = time.perf_counter()
+        fn(xs[i % n])
+        torch.cuda.synchronize()
+        sync.append(time.perf_counter() - t0)
+    if host_only:
+        return statistics.median(sync) * 1e3, None, None
+    host = []
+    start = time.perf_counter()
+    for i in range(calls):
+        t0 = time.perf_counter()
+        fn(xs[i % n])
+        host.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    total = time.perf_counter() - start
+    return statistics.median(sync) * 1e3, statistics.median(host) * 1e6, total / calls * 1e3
+
+
+def _graph_ms(fn, xs, calls: int) -> float | None:
+    try:
+        return time_cuda_graph(fn, xs, repeats=min(calls, 100), warmup=5).median_ms
+    except Exception:  # noqa: BLE001 - not every variant is capturable (ORT); the row keeps graph_ms None
+        return None
+
+
+@contextlib.contextmanager
+def _captured_op_call(store: list):
+    """Records the first fused op call a forward makes (function and arguments), to time the op alone."""
+    from fusedops.plugins import torch_ops
+
+    originals = {name: getattr(torch_ops, name) for name in ("group_norm_act", "gemm_group_norm_act")}
+
+    def recorder(name):
+        def call(*args, **kwargs):
+            if not store:
+                store.append((originals[name], args, kwargs))
+            return originals[name](*args, **kwargs)
+        return call
+
+    for name in originals:
+        setattr(torch_ops, name, recorder(name))
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(torch_ops, name, fn)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# One model
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _ort_runner(sess, x: torch.Tensor, device_id: int):
+    """IOBinding on device buffers; the returned callable enqueues one run without synchronising."""
+    import onnxruntime as ort
+
+    x_dev = ort.OrtValue.ortvalue_from_numpy(x.cpu().numpy(), "cuda", device_id)
+    io = sess.io_binding()
+    io.bind_ortvalue_input(sess.get_inputs()[0].name, x_dev)
+    io.bind_output(sess.get_outputs()[0].name, "cuda", device_id)
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+
+    def run(sess=sess, io=io, ro=ro, keep=x_dev):
+        sess.run_with_iobinding(io, ro)
+        return io
+    return run
+
+
+def _bench_model(entry, precisions, batches, compile_modes, compile_batches, calls, use_ort, rows, log) -> None:
+    from fusedops import ort_bench
+
+    dev = torch.device("cuda")
+    ref = entry.build("bench").to(dev)
+    new = entry.build("bench", cls_name="ModelNew").to(dev)
+    new.load_state_dict(ref.state_dict())
+    ref_batch = entry.bench.input_shape[0]
+    gen = torch.Generator().manual_seed(20261123)
+    sessions = None
+    if use_ort:
+        try:
+            import onnxruntime as ort
+
+            from fusedops import ort as fo
+
+            if ort_bench.CUDA_EP in ort.get_available_providers() and fo.unavailable_reason(ort_bench.CUDA_EP) is None:
+                sessions = ort_bench.models(entry, "bench")
+        except Exception as e:  # noqa: BLE001 - the ORT rows are optional
+            log(f"{entry.key}: no ORT rows ({type(e).__name__}: {e})")
+    for p in precisions:
+        dt = dtype_of(p)
+        ref_p, new_p = copy.deepcopy(ref).to(dt), copy.deepcopy(new).to(dt)
+        for batch in batches:
+            b = ref_batch if batch == "ref" else int(batch)
+            xs = [entry.inputs("bench", batch=b, generator=gen, device=dev, dtype=dt)[0] for _ in range(3)]
+            with precision_mode(p), torch.inference_mode():
+                def add(variant, fn, graph=False, note="", host_only=False):
+                    log(f"{entry.key} {p} batch {b}: {variant}")
+                    s, e, t = measure(fn, xs, calls, host_only=host_only)
+                    g = _graph_ms(fn, xs, calls) if graph else None
+                    rows.append(LatencyRow(entry.key, variant, p, b, round(s, 4), None if e is None else round(e, 2),
+                                           None if t is None else round(t, 4), None if g is None else round(g, 4),
+                                           note))
+
+                add("eager", ref_p, graph=True)
+                for mode in compile_modes if batch in compile_batches else ():
+                    torch._dynamo.reset()
+                    compiled = torch.compile(ref_p, mode=None if mode == "default" else mode, dynamic=False)
+                    add(f"compile:{mode}", compiled)
+                    del compiled
+                add("fused", new_p, graph=True)
+                captured: list = []
+                with _captured_op_call(captured):
+                    new_p(xs[0])
+                if captured:
+                    op, args, kwargs = captured[0]
+                    add("fused_op", lambda _x, op=op, args=args, kwargs=kwargs: op(*args, **kwargs),
+                        note="the fused op alone, same arguments every call")
+            if sessions is not None and p in ("fp32", "tf32"):
+                _ort_variants(entry, sessions, p, b, xs, calls, rows, log)
+            del xs
+        del ref_p, new_p
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+
+
+def _ort_variants(entry, sessions, p, b, xs, calls, rows, log) -> None:
+    import onnxruntime as ort
+
+    from fusedops import ort as fo
+    from fusedops import ort_bench
+
+    unfused, fused = sessions
+    tf32 = p == "tf32"
+    popts = [{"device_id": "0", "use_tf32": "1" if tf32 else "0"}, {}]
+    providers = [ort_bench.CUDA_EP, ort_bench.CPU_EP]
+    made = {"ort-cuda-unfused": ort.InferenceSession(unfused.SerializeToString(), providers=providers,
+                                                     provider_options=popts),
+            "ort-cuda-fused": fo.session(fused, providers=providers, allow_tf32=tf32, provider_options=popts)}
+    with precision_mode(p):
+        for name, sess in made.items():
+            runner_of = {id(x): _ort_runner(sess, x, 0) for x in xs}  # one binding per input set
+            log(f"{entry.key} {p} batch {b}: {name}")
+            s, e, t = measure(lambda x, runner_of=runner_of: runner_of[id(x)](), xs, calls)
+            rows.append(LatencyRow(entry.key, name, p, b, round(s, 4), round(e, 2), round(t, 4),
+                                   note="IOBinding on device buffers"))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Targets, output
+# ---------------------------------------------------------------------------------------------------------------------
+
+def targets(rows: Sequence[LatencyRow], ref_batches: dict[str, int]) -> list[LatencyTarget]:
+    by = {(r.model, r.variant, r.precision, r.batch): r for r in rows}
+    out: list[LatencyTarget] = []
+    for (model, variant, p, b), r in by.items():
+        gemm_model = not model.startswith("convtranspose")
+        if variant == "fused_op" and r.enqueue_us is not None:
+            out.append(LatencyTarget(model, f"host enqueue of the fused op ({p}, batch {b}), us", r.enqueue_us,
+                                     ENQUEUE_TARGET_US, r.enqueue_us <= ENQUEUE_TARGET_US))
+        if variant == "fused" and b == 1 and gemm_model:
+            eager = by.get((model, "eager", p, b))
+            if eager:
+                ratio = round(r.sync_ms / eager.sync_ms, 3)
+                out.append(LatencyTarget(model, f"batch 1 sync fused / eager ({p})", ratio, BATCH1_VS_EAGER_TARGET,
+                                         ratio <= BATCH1_VS_EAGER_TARGET))
+            ro = by.get((model, "compile:reduce-overhead", p, b))
+            if ro:
+                ratio = round(r.sync_ms / ro.sync_ms, 3)
+                out.append(LatencyTarget(model, f"batch 1 sync fused / compile:reduce-overhead ({p})", ratio, 1.0,
+                                         ratio < 1.0))
+        if variant == "fused" and b == ref_batches.get(model) and r.graph_ms:
+            ratio = round(r.sync_ms / r.graph_ms, 3)
+            out.append(LatencyTarget(model, f"reference batch sync / graph replay ({p})", ratio, SYNC_VS_GRAPH_TARGET,
+                                     ratio <= SYNC_VS_GRAPH_TARGET))
+        if variant == "ort-cuda-fused" and b == ref_batches.get(model):
+            torch_fused = by.get((model, "fused", p, b))
+            if torch_fused:
+                ratio = round(r.sync_ms / torch_fused.sync_ms, 3)
+                out.append(LatencyTarget(model, f"reference batch ORT fused / PyTorch fused ({p})", ratio,
+                                         ORT_VS_TORCH_TARGET, ratio <= ORT_VS_TORCH_TARGET))
+    return out
+
+
+def print_report(report: LatencyReport) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"fusedops bench --latency — {report.gpu}, torch {report.torch}, {report.date}")
+    for col in ("model", "variant", "prec", "batch", "sync ms", "enqueue us", "b2b ms", "graph ms", "note"):
+        t.add_column(col, justify="left" if col in ("model", "variant", "prec", "note") else "right")
+    for r in report.rows:
+        t.add_row(r.model[:28], r.variant, r.precision, str(r.batch), f"{r.sync_ms:.4f}",
+                  "" if r.enqueue_us is None else f"{r.enqueue_us:.1f}", "" if r.b2b_ms is None else f"{r.b2b_ms:.4f}",
+                  "" if r.graph_ms is None else f"{r.graph_ms:.4f}", r.note[:30])
+    c = Console(width=170)
+    c.print(t)
+    tt = Table(title="targets (issue 8)")
+    for col in ("model", "what", "value", "limit", "met"):
+        tt.add_column(col)
+    for g in report.targets:
+        tt.add_row(g.model[:28], g.what, f"{g.value:.3f}", f"{g.limit:.3f}", "yes" if g.met else "NO")
+    c.print(tt)
+    for e in report.errors:
+        c.print(f"[red]error:[/red] {e}")
+
+
+def plot(report: LatencyReport, path: Path) -> Path | None:
+    """Synchronous per-call time of every variant, one panel per (model, batch), bars grouped by precision; the
+    fused variant's target (0.8 x eager at batch 1) drawn as a line."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    panels = list(dict.fromkeys((r.model, r.batch) for r in report.rows))
+    if not panels:
+        return None
+    fig, axes = plt.subplots(len(panels), 1, figsize=(13, 3.0 * len(panels)), squeeze=False)
+    colors = {"fp32": "#4c72b0", "tf32": "#dd8452", "bf16": "#55a868"}
+    for ax, (model, batch) in zip(axes[:, 0], panels):
+        rs = [r for r in report.rows if (r.model, r.batch) == (model, batch)]
+        ax.bar(range(len(rs)), [r.sync_ms for r in rs], color=[colors.get(r.precision, "#888") for r in rs])
+        ax.set_xticks(range(len(rs)), [f"{r.variant}\n{r.precision}" for r in rs], fontsize=6, rotation=30,
+                      ha="right")
+        ax.set_ylabel("sync ms / call")
+        ax.set_title(f"{model}, batch {batch}", fontsize=9)
+        for i, r in enumerate(rs):
+            ax.text(i, r.sync_ms, f"{r.sync_ms:.3f}", ha="center", va="bottom", fontsize=5)
+            if batch == 1 and r.variant == "eager":
+                ax.hlines(BATCH1_VS_EAGER_TARGET * r.sync_ms, -0.5, len(rs) - 0.5, colors=colors.get(r.precision),
+                          linestyles="dashed", linewidth=0.8)
+        handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
+        ax.legend(handles, list(colors), fontsize=6, loc="upper left")
+    fig.suptitle(f"synchronous per-call time ({report.gpu}, {report.date}); dashed: 0.8 x eager at batch 1")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run_latency(models: Sequence[str] | None = None, precisions: Sequence[str] = ("fp32", "tf32", "bf16"),
+                batches: Sequence[str] = ("1", "16", "ref"), compile_modes: Sequence[str] = COMPILE_MODES,
+                compile_batches: Sequence[str] | None = None, calls: int = 200, use_ort: bool = True,
+                out_dir: str | Path = "artifacts/bench", quiet: bool = False) -> LatencyReport:
+    if not torch.cuda.is_available():
+        raise FusedopsError("fusedops bench --latency needs a CUDA GPU (torch.cuda.is_available() is False here)")
+    from fusedops.models import get_entry, model_names
+    from fusedops.plugins import torch_ops
+
+    ok, why = torch_ops.cuda_kernels_available()
+    if not ok:
+        raise FusedopsError(f"fusedops bench --latency needs the fusedops CUDA kernels: {why}")
+    if calls < 1:
+        raise FusedopsError(f"calls must be >= 1, got {calls}")
+    for m in compile_modes:
+        if m not in COMPILE_MODES:
+            raise FusedopsError(f"unknown compile mode {m!r}; choose from {', '.join(COMPILE_MODES)}")
+    for b in batches:
+        if b != "ref" and (not str(b).isdigit() or int(b) < 1):
+            raise FusedopsError(f"batch must be a positive integer or 'ref', got {b!r}")
+    entries = []
+    for m in (list(models) if models else model_names()):
+        try:
+            entries.append(get_entry(m))
+        except ValueError as e:
+            raise FusedopsError(str(e)) from None
+    log = (lambda s: None) if quiet else (lambda s: print(f"[latency] {s}", flush=True))
+    report = LatencyReport(date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                           gpu=torch.cuda.get_device_name(), torch=torch.__version__, calls=calls)
+    cb = list(batches) if compile_batches is None else list(compile_batches)
+    for entry in entries:
+        try:
+            _bench_model(entry, precisions, list(batches), list(compile_modes), cb, calls, use_ort, report.rows, log)
+        except Exception as e:  # noqa: BLE001 - one model's failure is reported, the others still run
+            report.errors.append(f"{entry.key}: {type(e).__name__}: {e}")
+            log(f"{entry.key} failed: {e}")
+            torch.cuda.empty_cache()
+    report.targets = targets(report.rows, {e.key: e.bench.input_shape[0] for e in entries})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latency.json").write_text(json.dumps(asdict(report), indent=1))
+    plot(report, out / "latency.png")
+    if not quiet:
+        print_report(report)
+        print(f"wrote {out / 'latency.json'} and {out / 'latency.png'}")
+    return report
