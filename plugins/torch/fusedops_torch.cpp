@@ -12,11 +12,13 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <limits>
@@ -177,8 +179,12 @@ std::shared_ptr<Entry> make_entry(const Call& c, const Attrs& a) {
   fa.pre = pre.c_str();
   fa.post = post.c_str();
   fa.reduce = reduce.c_str();
-  fa.trans_b = static_cast<int32_t>(a.trans_b);
-  fa.allow_tf32 = static_cast<int32_t>(a.allow_tf32);
+  // Out-of-range values saturate (and are then rejected by the library, never silently truncated to 0 or 1).
+  const auto i32 = [](int64_t v) {
+    return static_cast<int32_t>(std::max<int64_t>(INT32_MIN, std::min<int64_t>(v, INT32_MAX)));
+  };
+  fa.trans_b = i32(a.trans_b);
+  fa.allow_tf32 = i32(a.allow_tf32);
   char err[1024] = {0};
   fusedops_op_desc d{};
   int rc = fusedops_parse_attributes(&fa, &d, err, sizeof err);
@@ -229,34 +235,45 @@ at::Tensor allocate(c10::IntArrayRef shape, const at::TensorOptions& o, bool poi
 at::Tensor run(const Call& c, const Attrs& a) {
   const at::Tensor& x = c.in[0];
   const std::shared_ptr<Entry> e = plan_for(c, a);
-  const bool poison = g_poison_outputs.load(std::memory_order_relaxed);
-  at::Tensor y = allocate(e->out_shape, x.options(), poison, std::numeric_limits<double>::quiet_NaN());
-  if (y.numel() == 0) return y;
-  at::Tensor ws;
-  if (e->workspace > 0)
-    ws = allocate({static_cast<int64_t>(e->workspace)}, x.options().dtype(at::kByte), poison, 255.0);
-  const void* ptrs[5 + FUSEDOPS_MAX_EXTRAS];
-  for (size_t i = 0; i < c.in.size(); ++i) ptrs[i] = c.in[i].data_ptr();
-  void* stream = nullptr;
+  // The plan's device current for the allocations (PyTorch's caching allocator serves the current device and
+  // stream) and for the run.
   c10::OptionalDeviceGuard guard;
+  void* stream = nullptr;
   if (x.is_cuda()) {
     guard.reset_device(x.device());
     const c10::impl::VirtualGuardImpl impl(x.device().type());
     stream = impl.getStream(x.device()).native_handle();
   }
+  const bool poison = g_poison_outputs.load(std::memory_order_relaxed);
+  at::Tensor y = allocate(e->out_shape, x.options(), poison, std::numeric_limits<double>::quiet_NaN());
+  if (y.numel() == 0) return y;
+  // The workspace straight from the device's allocator: a tensor around it would cost a TensorImpl per call.
+  // Freed (stream-ordered) when this call returns, like any temporary of an eager op. Poisoned runs fill it.
+  at::Tensor ws_tensor;
+  c10::DataPtr ws;
+  void* ws_ptr = nullptr;
+  if (e->workspace > 0) {
+    if (poison) {
+      ws_tensor = allocate({static_cast<int64_t>(e->workspace)}, x.options().dtype(at::kByte), true, 255.0);
+      ws_ptr = ws_tensor.data_ptr();
+    } else {
+      ws = c10::GetAllocator(x.device().type())->allocate(e->workspace);
+      ws_ptr = ws.get();
+    }
+  }
+  const void* ptrs[5 + FUSEDOPS_MAX_EXTRAS];
+  for (size_t i = 0; i < c.in.size(); ++i) ptrs[i] = c.in[i].data_ptr();
   char err[1024] = {0};
-  const int rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(c.in.size()), y.data_ptr(),
-                                   ws.defined() ? ws.data_ptr() : nullptr, e->workspace,
-                                   static_cast<fusedops_stream_t>(stream), err, sizeof err);
+  const int rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(c.in.size()), y.data_ptr(), ws_ptr,
+                                   e->workspace, static_cast<fusedops_stream_t>(stream), err, sizeof err);
   if (rc != FUSEDOPS_OK) fail(c, rc, err);
   return y;
 }
 
+// -1 follows torch.get_float32_matmul_precision() ("highest" = strict FP32); anything else goes to the library's
+// attribute rules as given (which reject what is not 0 or 1).
 int64_t resolve_allow_tf32(int64_t allow_tf32) {
-  TORCH_CHECK_VALUE(allow_tf32 >= -1 && allow_tf32 <= 1,
-                    "GemmGroupNormAct: allow_tf32 must be -1 (follow torch.get_float32_matmul_precision()), 0 or 1, "
-                    "got ", allow_tf32);
-  if (allow_tf32 >= 0) return allow_tf32;
+  if (allow_tf32 != -1) return allow_tf32;
   return at::globalContext().float32MatmulPrecision() == at::Float32MatmulPrecision::HIGHEST ? 0 : 1;
 }
 

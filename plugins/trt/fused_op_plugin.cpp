@@ -316,18 +316,20 @@ bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, PluginTensorDesc con
 
 bool FusedOpPlugin::planFor(PluginTensorDesc const* in, PluginTensorDesc const* out, std::string& err) {
   int32_t const nbInputs = mCfg.numInputs();
+  auto const same = [](PluginTensorDesc const& a, PluginTensorDesc const& b) {
+    return a.type == b.type && a.format == b.format && a.dims.nbDims == b.dims.nbDims &&
+           std::equal(a.dims.d, a.dims.d + a.dims.nbDims, b.dims.d);
+  };
   if (mPlan) {
-    bool same = true;
-    for (int32_t i = 0; i < nbInputs && same; ++i) {
-      Dims const& a = mPlan->dims[static_cast<size_t>(i)];
-      same = a.nbDims == in[i].dims.nbDims && std::equal(a.d, a.d + a.nbDims, in[i].dims.d);
-    }
-    if (same) return true;
+    bool match = same(mPlan->descs.back(), *out);
+    for (int32_t i = 0; i < nbInputs && match; ++i) match = same(mPlan->descs[static_cast<size_t>(i)], in[i]);
+    if (match) return true;
   }
   RunDesc desc;
   if (!runtimeDesc(in, out, desc, err)) return false;
   auto holder = std::make_shared<PlanHolder>();
-  for (int32_t i = 0; i < nbInputs; ++i) holder->dims.push_back(in[i].dims);
+  holder->descs.assign(in, in + nbInputs);
+  holder->descs.push_back(*out);
   char msg[kErrLen] = {0};
   int const rc = fusedops_plan_create(&desc, FUSEDOPS_DEVICE_CURRENT, nullptr, &holder->plan, msg, sizeof msg);
   if (rc != FUSEDOPS_OK) {

@@ -16,10 +16,10 @@ namespace fusedops::trt {
 // One descriptor type for both ops (GroupNormAct uses d.gn only).
 using RunDesc = fusedops_op_desc;
 
-// A plan of the kernel library and the input dims it was made for.
+// A plan of the kernel library and the tensor descriptions (inputs, then the output) it was made for.
 struct PlanHolder {
   fusedops_plan* plan = nullptr;
-  std::vector<nvinfer1::Dims> dims;
+  std::vector<nvinfer1::PluginTensorDesc> descs;
   ~PlanHolder() { fusedops_plan_destroy(plan); }
 };
 
@@ -92,8 +92,8 @@ class FusedOpPlugin : public nvinfer1::IPluginV3,
   bool runtimeDesc(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out, RunDesc& desc,
                    std::string& err) const;
 
-  // The plan for these input descriptions: the current one when its dims match, else a new one (onShapeChange
-  // makes it; enqueue only runs it).
+  // The plan for these tensor descriptions: the current one when dims, types and formats all match, else a new one
+  // made after the full checks (onShapeChange makes it; enqueue only runs it).
   bool planFor(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out, std::string& err);
 
   OpConfig mCfg;

@@ -367,8 +367,11 @@ int make_gn_launch_plan(const fusedops_groupnorm_desc& d, const fusedops_plan_op
   }
   // Drop variants this device cannot run (a kernel attribute the device refused).
   int kept = 0;
-  for (int i = 0; i < lp->num_variants; ++i)
-    if (!lp->variants[i].steps.empty()) lp->variants[kept++] = std::move(lp->variants[i]);
+  for (int i = 0; i < lp->num_variants; ++i) {
+    if (lp->variants[i].steps.empty()) continue;
+    if (i != kept) lp->variants[kept] = std::move(lp->variants[i]);  // never self-move: it would empty the variant
+    ++kept;
+  }
   lp->num_variants = kept;
   if (kept == 0)
     return core::set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
