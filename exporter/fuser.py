@@ -1,0 +1,85 @@
+"""The rewrite driver: owns the rules (built once: the commuted variants are costly), emits fused nodes, and runs
+phase 1 (``rules_core``) and phase 2 (``rules_grow``, to a fixed point) on an onnx-ir model in place."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import onnx_ir as ir
+import onnxscript.optimizer
+from onnxscript.rewriter import pattern as orp
+
+from fusedops import catalog
+
+from . import rules_core, rules_grow
+from .rule_util import DOMAIN, GEMM_GN, ORIGINS_KEY, Flatten, Fused, all_values, output_shape
+
+_MAX_GROW_PASSES = 200  # each pass absorbs at least one op; chains are capped at catalog.MAX_STEPS anyway
+
+
+class Fuser:
+    def __init__(self):
+        self.opset: int | None = None
+        self._used_names: set[str] = set()
+        self._n = 0
+        self._core: list[orp.RewriteRuleSet] | None = None
+        self._grow: orp.RewriteRuleSet | None = None
+
+    def run(self, model: ir.Model) -> None:
+        """Phases 1 and 2 on ``model``, in place."""
+        self.opset = model.opset_imports.get("", None)
+        self._used_names = {v.name for v in all_values(model.graph)}
+        self._n = 0
+        if self._core is None:
+            self._core = rules_core.core_rule_sets(self)
+            self._grow = rules_grow.grow_rules(self)
+        # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
+        for rule_set in self._core:
+            rule_set.apply_to_model(model)
+            onnxscript.optimizer.remove_unused_nodes(model)
+        for _ in range(_MAX_GROW_PASSES):
+            changed = self._grow.apply_to_model(model)
+            onnxscript.optimizer.remove_unused_nodes(model)
+            if changed == 0:
+                break
+
+    def _fresh(self, hint: str) -> str:
+        while True:
+            name = f"fusedops_{hint}_{self._n}"
+            self._n += 1
+            if name not in self._used_names:
+                self._used_names.add(name)
+                return name
+
+    def _initializer(self, op, array: np.ndarray, hint: str):
+        t = ir.tensor(np.ascontiguousarray(array), name=self._fresh(hint))
+        return op.initializer(t, name=t.name)
+
+    def emit(self, op, f: Fused, like: ir.Value):
+        """Replacement: one fused node from ``f``; its output takes the type and shape of ``like``. Parameters are
+        float32 (new initializers, or a Cast of a 16-bit tensor); W keeps X's type."""
+        names = list(catalog.OPS[f.op_type].inputs) + [f"extra{k}" for k in range(len(f.extras))]
+        first_param = 2 if f.op_type == GEMM_GN else 1
+        vals = []
+        for i, (name, v) in enumerate(zip(names, f.inputs)):
+            if isinstance(v, np.ndarray):
+                v = self._initializer(op, v.astype(np.float32), name.lower())
+            elif isinstance(v, Flatten):
+                src, cols = v.value, v.channels
+                v = op.Reshape(src, self._initializer(op, np.array([-1, cols], np.int64), "flat_shape"))
+                lead = list(src.shape)[:-1]
+                rows = int(np.prod(lead)) if all(isinstance(d, int) for d in lead) else None
+                v.dtype, v.shape = src.dtype, ir.Shape([rows, cols])
+            elif i >= first_param and v.dtype != ir.DataType.FLOAT:
+                v = op.Cast(v, to=ir.DataType.FLOAT)
+            vals.append(v)
+        out = op.op(f.op_type, *vals, _domain=DOMAIN, _version=catalog.VERSION, **f.attrs.onnx_attrs(f.op_type))
+        out.type = like.type if like.type is not None else ir.TensorType(f.x_dtype or ir.DataType.FLOAT)
+        out.shape = like.shape if like.shape is not None else output_shape(f)
+        out.producer().meta[ORIGINS_KEY] = tuple(f.origins)
+        return out
+
+
+FUSER = Fuser()
+FUSER_LOCK = threading.Lock()  # the fuser holds the state of the model being fused
