@@ -76,7 +76,9 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
         x = x.logistic();
         break;
       case FUSEDOPS_STEP_SILU:
-        x = x * x.logistic();
+        // x / (1 + e^-x), not x * logistic(x): Eigen's packet logistic clamps its input, so -inf would give -inf
+        // on long spans (PyTorch: NaN, as the scalar path gives).
+        x = x / (1.f + (-x).exp());
         break;
       case FUSEDOPS_STEP_TANH:
         x = x.tanh();
@@ -105,7 +107,10 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
           Eigen::Map<Eigen::ArrayXf> xs(v + o, m), es(e, m);
           es = xs.min(20.f).exp();
           es = es * (es + 2.f);
-          xs = (xs > 20.f).select(xs, xs * es / (es + 2.f));
+          // -inf: NaN as in PyTorch (Eigen's packet exp clamps, so es is tiny, not 0, on long spans)
+          xs = (xs > 20.f).select(xs, (xs == -std::numeric_limits<float>::infinity())
+                                          .select(Eigen::ArrayXf::Constant(m, std::numeric_limits<float>::quiet_NaN()),
+                                                  xs * es / (es + 2.f)));
         }
         break;
       }
