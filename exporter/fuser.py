@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import onnx_ir as ir
 import onnxscript.optimizer
+from onnxscript.rewriter import _pattern_ir
 from onnxscript.rewriter import pattern as orp
 
 from fusedops import catalog
@@ -32,8 +33,8 @@ class Fuser:
         self._used_names = {v.name for v in all_values(model.graph)}
         self._n = 0
         if self._core is None:
-            self._core = rules_core.core_rule_sets(self)
-            self._grow = rules_grow.grow_rules(self)
+            self._core = [_dispatch_by_root(rs) for rs in rules_core.core_rule_sets(self)]
+            self._grow = _dispatch_by_root(rules_grow.grow_rules(self))
         # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
         for rule_set in self._core:
             rule_set.apply_to_model(model)
@@ -79,6 +80,34 @@ class Fuser:
         out.shape = like.shape if like.shape is not None else output_shape(f)
         out.producer().meta[ORIGINS_KEY] = tuple(f.origins)
         return out
+
+
+def _dispatch_by_root(rule_set: orp.RewriteRuleSet) -> orp.RewriteRuleSet:
+    """Skip a rule at once on a node whose op is not its pattern's root op.
+
+    The rewriter tries every rule at every node, and a failed match costs ~35 us of Python; with the commuted
+    variants of the decomposed forms the grow set has ~3200 rules, so a 380-node diffusers UNet took 70 s to fuse.
+    The root op of each pattern is a constant, so a string compare rejects almost all pairs first. (Reads the
+    pattern's root through onnxscript's pattern IR; a rule whose root is not a constant op is left as is.)"""
+    for rule in rule_set.rules:
+        try:
+            root = rule._target_pattern.output_node
+            op, domain = root.op, root.domain
+            if not (isinstance(op, _pattern_ir.StringConstantPattern)
+                    and isinstance(domain, _pattern_ir.StringConstantPattern)):
+                continue
+            op_type, dom = str(op), str(domain)
+        except AttributeError:
+            continue
+        dom = "" if dom == "ai.onnx" else dom
+
+        def try_rewrite(model, graph, node, *args, _inner=rule.try_rewrite, _op=op_type, _dom=dom, **kwargs):
+            if node.op_type != _op or (node.domain or "") != _dom:
+                return None
+            return _inner(model, graph, node, *args, **kwargs)
+
+        rule.try_rewrite = try_rewrite
+    return rule_set
 
 
 FUSER = Fuser()
