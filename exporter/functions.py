@@ -13,8 +13,9 @@ inline that body and compute exactly the catalog semantics:
 
 GroupNorm statistics are per sample and group: mean, then the mean of squared deviations (biased, the stable
 two-pass form), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Bodies compute in float32 whatever X's type
-(float32, float16, bfloat16: inputs cast up, Y cast back to X's type) and work for default-domain opsets 17-23: ops whose form changed (Reduce* ``axes``) are emitted in the
-form of the model's opset, and ops newer than 17 (Mish 18, Gelu 20) are decomposed.
+(float32, float16, bfloat16: inputs cast up, Y cast back to X's type) and work for default-domain opsets 17-23:
+ops whose form changed (Reduce* ``axes``) are emitted in the form of the model's opset, and ops newer than 17
+(Mish 18, Gelu 20) are decomposed.
 """
 
 from __future__ import annotations

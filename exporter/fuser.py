@@ -82,6 +82,16 @@ class Fuser:
         return out
 
 
+def _constant_op(node) -> tuple[str | None, str]:
+    """(op type, domain) of a pattern node whose op and domain are constants, else (None, "")."""
+    op, domain = node.op, node.domain
+    constant = _pattern_ir.StringConstantPattern
+    if not (isinstance(op, constant) and isinstance(domain, constant)):
+        return None, ""
+    dom = str(domain)
+    return str(op), "" if dom == "ai.onnx" else dom
+
+
 def _dispatch_by_root(rule_set: orp.RewriteRuleSet) -> orp.RewriteRuleSet:
     """Skip a rule at once on a node whose op is not its pattern's root op.
 
@@ -92,18 +102,24 @@ def _dispatch_by_root(rule_set: orp.RewriteRuleSet) -> orp.RewriteRuleSet:
     for rule in rule_set.rules:
         try:
             root = rule._target_pattern.output_node
-            op, domain = root.op, root.domain
-            if not (isinstance(op, _pattern_ir.StringConstantPattern)
-                    and isinstance(domain, _pattern_ir.StringConstantPattern)):
-                continue
-            op_type, dom = str(op), str(domain)
+            op_type, dom = _constant_op(root)
+            # a pre-step rule is rooted at the fused node: also require the op that produces its input 0
+            first = root.inputs[0] if root.inputs else None
+            feeder = _constant_op(first.producer()) if isinstance(first, _pattern_ir.NodeOutputPattern) else None
         except AttributeError:
             continue
-        dom = "" if dom == "ai.onnx" else dom
+        if op_type is None:
+            continue
 
-        def try_rewrite(model, graph, node, *args, _inner=rule.try_rewrite, _op=op_type, _dom=dom, **kwargs):
+        def try_rewrite(model, graph, node, *args, _inner=rule.try_rewrite, _op=op_type, _dom=dom, _feeder=feeder,
+                        **kwargs):
             if node.op_type != _op or (node.domain or "") != _dom:
                 return None
+            if _feeder is not None and _feeder[0] is not None:
+                x = node.inputs[0] if node.inputs else None
+                p = x.producer() if x is not None else None
+                if p is None or p.op_type != _feeder[0] or (p.domain or "") != _feeder[1]:
+                    return None
             return _inner(model, graph, node, *args, **kwargs)
 
         rule.try_rewrite = try_rewrite

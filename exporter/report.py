@@ -100,10 +100,11 @@ def mark_sites(model: ir.Model) -> dict[str, ir.Node]:
     return sites
 
 
-def _single_use(v: ir.Value | None) -> ir.Node | None:
-    if v is None or v.is_graph_output() or len(v.uses()) != 1:
+def _consumer(v: ir.Value | None, op_type: str) -> ir.Node | None:
+    """The first consumer of ``v`` of type ``op_type`` (whatever other consumers it has: those are reported)."""
+    if v is None:
         return None
-    return next(iter(v.uses())).node
+    return next((u.node for u in v.uses() if u.node.op_type == op_type and u.node.domain == ""), None)
 
 
 def _blocking(values) -> str | None:
@@ -127,15 +128,15 @@ def _diagnose_torch(node: ir.Node) -> str:
     x, s1 = reshape.inputs[0], reshape.inputs[1]
     out = node.outputs[0]
     r2 = s2 = gamma = beta = None
-    nxt = _single_use(out)
-    if nxt is not None and nxt.op_type == "Reshape" and nxt.inputs[0] is out:
+    nxt = _consumer(out, "Reshape")
+    if nxt is not None and nxt.inputs[0] is out:
         r2, s2 = nxt.outputs[0], nxt.inputs[1]
     y = r2 if r2 is not None else out
-    mul = _single_use(y)
+    mul = _consumer(y, "Mul")
     mul_out = None
-    if mul is not None and mul.op_type == "Mul" and _const_operand(mul, y) is not None:
-        add = _single_use(mul.outputs[0])
-        if add is not None and add.op_type == "Add" and _const_operand(add, mul.outputs[0]) is not None:
+    if mul is not None and _const_operand(mul, y) is not None:
+        add = _consumer(mul.outputs[0], "Add")
+        if add is not None and _const_operand(add, mul.outputs[0]) is not None:
             gamma, beta, mul_out = _const_operand(mul, y), _const_operand(add, mul.outputs[0]), mul.outputs[0]
     plan = torch_gn_plan(x, s1, node.inputs[1], node.inputs[2], r1, out, s2, r2, gamma, beta)
     if isinstance(plan, str):

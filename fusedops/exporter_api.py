@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import onnx
+
 from .errors import FusedopsError
 
 if TYPE_CHECKING:  # the exporter imports torch: keep it out of plain `import fusedops`
