@@ -76,9 +76,17 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
         x = x.logistic();
         break;
       case FUSEDOPS_STEP_SILU:
-        // x / (1 + e^-x), not x * logistic(x): Eigen's packet logistic clamps its input, so -inf would give -inf
-        // on long spans (PyTorch: NaN, as the scalar path gives).
-        x = x / (1.f + (-x).exp());
+        // Eigen's packet logistic clamps its input, so -inf * logistic(-inf) is -inf on long spans; PyTorch (and
+        // the scalar path) give NaN. (x / (1 + e^-x) gets NaN right but costs 3x more here.)
+        // logistic first into a small buffer: Eigen evaluates logistic far faster alone than inside a product.
+        for (int64_t o = 0; o < n; o += 256) {
+          const int64_t m = std::min<int64_t>(256, n - o);
+          float e[256];
+          Eigen::Map<Eigen::ArrayXf> xs(v + o, m), es(e, m);
+          es = xs.logistic();
+          xs = (xs == -std::numeric_limits<float>::infinity())
+                   .select(Eigen::ArrayXf::Constant(m, std::numeric_limits<float>::quiet_NaN()), xs * es);
+        }
         break;
       case FUSEDOPS_STEP_TANH:
         x = x.tanh();
