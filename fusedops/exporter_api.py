@@ -150,7 +150,9 @@ def fuse_file(src, dst, force: bool = False, report=None) -> FuseResult:
             raise FusedopsError(f"report {str(report_path)!r} would overwrite a model file")
         if not report_path.parent.is_dir():
             raise FusedopsError(f"report folder {str(report_path.parent)!r} does not exist")
-    _, fusion_report = fuse_ir(loaded.model)
+    fns, fusion_report = fuse_ir(loaded.model)
+    if not fns:  # nothing fused: write the input as it was, not its canonicalised form
+        loaded = load_model(src_path)
     data = save_model(loaded.model, dst_path, loaded, force=force)
     if report_path is not None:
         fusion_report.write_json(report_path)

@@ -1,7 +1,7 @@
 // CPU entries: fusedops_groupnorm_act_cpu and fusedops_gemm_groupnorm_act_cpu (float32 / float16 / bfloat16 storage,
 // float32 math, float32 statistics merged in double).
 //
-// GroupNormAct: small spatial sizes (S < 128, S = 1 for every (N, C) input) take cpu_small_s.cpp's path; otherwise
+// GroupNormAct: small spatial sizes (S < 32, S = 1 for every (N, C) input) take cpu_small_s.cpp's path; otherwise
 // one task per (sample, group) — a group is one contiguous span of (C/G)·S elements. Pass 1 applies
 // `pre` and accumulates exact per-block moments merged with Chan's formula (one read of X); the pre-activated values
 // stay in a per-thread scratch when the group fits (else pass 2 recomputes them). Pass 2 normalises, applies `post`

@@ -1,4 +1,4 @@
-// CPU GroupNormAct for small spatial sizes (S < kSmallS; S = 1 is every (N, C) input, e.g. a GEMM's rows):
+// CPU GroupNormAct for small spatial sizes (S < kSmallS = 32; S = 1 is every (N, C) input, e.g. a GEMM's rows):
 // vectorised across channels.
 //
 // The general path (cpu_kernels.cpp) cuts each channel into min(1024, S)-element pieces, i.e. one element at a time

@@ -8,7 +8,7 @@
 namespace fusedops {
 namespace cpu {
 
-constexpr int64_t kSmallS = 128;  // S below this takes the small-S path (measured: docs/exporter.md, CPU kernels)
+constexpr int64_t kSmallS = 32;  // S below this takes the small-S path (measured: docs/exporter.md, "CPU kernels")
 
 // Whether groupnorm_small_s handles this descriptor (S < kSmallS and the expanded parameters fit 16 MiB).
 bool use_small_s_path(const fusedops_groupnorm_desc& d, int32_t n_extras);
