@@ -3,7 +3,7 @@
     python tools/cpu_shapes_bench.py [--lib PATH] [--iters 30] [--repeats 3] [--only NAME ...]
 
 For each case a small PyTorch block (random weights) is exported, fused, and both graphs are run by ONNX Runtime's
-CPU EP (default 2 intra-op threads' worth: ORT's own setting), unfused = the standard-op export, fused = the fused
+CPU EP (``--threads``: intra-op threads of both sessions, default ORT's own setting), unfused = the standard-op export, fused = the fused
 export with the fusedops library (``--lib`` picks another build of it, e.g. the previous kernels for a before/after
 table). Sessions are timed alternately (median of ``--iters`` runs after warm-up) and the whole measurement is
 repeated ``--repeats`` times, so the spread of the ratio shows the noise of a shared machine. Prints one Markdown
@@ -75,15 +75,16 @@ CASES = {
 }
 
 
-def _session(model, lib: str | None):
+def _session(model, lib: str | None, threads: int = 0):
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    so.intra_op_num_threads = threads
     if lib:
         so.register_custom_ops_library(lib)
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def measure(name: str, lib: str, iters: int, repeats: int) -> dict:
+def measure(name: str, lib: str, iters: int, repeats: int, threads: int = 0) -> dict:
     make, shape, s = CASES[name]
     torch.manual_seed(0)
     module = make().eval()
@@ -91,7 +92,7 @@ def measure(name: str, lib: str, iters: int, repeats: int) -> dict:
     unfused = export_module(module, x)
     fused = fuse_model(unfused)
     assert any(n.domain == "fusedops" for n in fused.graph.node), f"{name}: nothing fused"
-    sessions = {"unfused": _session(unfused, None), "fused": _session(fused, lib)}
+    sessions = {"unfused": _session(unfused, None, threads), "fused": _session(fused, lib, threads)}
     feed = {unfused.graph.input[0].name: x.numpy()}
     ys = {k: s_.run(None, feed)[0] for k, s_ in sessions.items()}
     err = float(np.abs(ys["fused"] - ys["unfused"]).max())
@@ -120,6 +121,8 @@ def main(argv=None) -> int:
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--only", nargs="*", default=None)
+    p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads of both sessions (0: ORT's default); "
+                   "1 compares the kernels themselves, least disturbed by other jobs on a shared machine")
     a = p.parse_args(argv)
     lib = a.lib
     if lib is None:
@@ -128,7 +131,7 @@ def main(argv=None) -> int:
     print("| case | shape | S | unfused ORT ms | fused + library ms | unfused/fused (median; min-max) | max abs diff |")
     print("|---|---|---|---|---|---|---|")
     for name in a.only or CASES:
-        r = measure(name, lib, a.iters, a.repeats)
+        r = measure(name, lib, a.iters, a.repeats, a.threads)
         print(f"| {r['name']} | {'x'.join(map(str, r['shape']))} | {r['S']} | {r['unfused_ms']:.3f} | "
               f"{r['fused_ms']:.3f} | {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | "
               f"{r['max_abs_diff']:.1e} |", flush=True)

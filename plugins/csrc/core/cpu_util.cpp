@@ -26,6 +26,14 @@ namespace cpu {
 
 namespace {
 constexpr float kSqrtHalf = 0.70710678118654752440f;
+
+// silu / mish of -inf: PyTorch (and Eigen's scalar path) give -inf * 0 = NaN, but Eigen's packet logistic / exp clamp
+// their input, so on long spans the result is -inf * tiny = -inf. Finite inputs never give -inf, so a plain pass
+// (vectorised by the compiler; an Eigen select on a comparison is not) restores NaN.
+inline void minus_inf_to_nan(float* v, int64_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] == ninf ? nan : v[i];
+}
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 }  // namespace
 
@@ -76,17 +84,8 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
         x = x.logistic();
         break;
       case FUSEDOPS_STEP_SILU:
-        // Eigen's packet logistic clamps its input, so -inf * logistic(-inf) is -inf on long spans; PyTorch (and
-        // the scalar path) give NaN. (x / (1 + e^-x) gets NaN right but costs 3x more here.)
-        // logistic first into a small buffer: Eigen evaluates logistic far faster alone than inside a product.
-        for (int64_t o = 0; o < n; o += 256) {
-          const int64_t m = std::min<int64_t>(256, n - o);
-          float e[256];
-          Eigen::Map<Eigen::ArrayXf> xs(v + o, m), es(e, m);
-          es = xs.logistic();
-          xs = (xs == -std::numeric_limits<float>::infinity())
-                   .select(Eigen::ArrayXf::Constant(m, std::numeric_limits<float>::quiet_NaN()), xs * es);
-        }
+        x = x * x.logistic();
+        minus_inf_to_nan(v, n);
         break;
       case FUSEDOPS_STEP_TANH:
         x = x.tanh();
@@ -115,11 +114,9 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
           Eigen::Map<Eigen::ArrayXf> xs(v + o, m), es(e, m);
           es = xs.min(20.f).exp();
           es = es * (es + 2.f);
-          // -inf: NaN as in PyTorch (Eigen's packet exp clamps, so es is tiny, not 0, on long spans)
-          xs = (xs > 20.f).select(xs, (xs == -std::numeric_limits<float>::infinity())
-                                          .select(Eigen::ArrayXf::Constant(m, std::numeric_limits<float>::quiet_NaN()),
-                                                  xs * es / (es + 2.f)));
+          xs = (xs > 20.f).select(xs, xs * es / (es + 2.f));
         }
+        minus_inf_to_nan(v, n);
         break;
       }
       case FUSEDOPS_STEP_SOFTPLUS:
