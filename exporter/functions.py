@@ -12,13 +12,15 @@ inline that body and compute exactly the catalog semantics:
                                                                         axis, every row of Z is one sample
 
 GroupNorm statistics are per sample and group: mean, then the mean of squared deviations (biased, the stable
-two-pass form), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Bodies are float32 (the fuser only fuses
-float32 graphs) and work for default-domain opsets 17-23: ops whose form changed (Reduce* ``axes``) are emitted in the
-form of the model's opset, and ops newer than 17 (Mish 18, Gelu 20) are decomposed.
+two-pass form), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Bodies compute in float32 whatever X's type
+(float32, float16, bfloat16: inputs cast up, Y cast back to X's type) and work for default-domain opsets 17-23:
+ops whose form changed (Reduce* ``axes``) are emitted in the form of the model's opset, and ops newer than 17
+(Mish 18, Gelu 20) are decomposed.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from typing import Sequence
@@ -200,6 +202,9 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
         raise catalog.CatalogError(f"{op}: chains reference {attrs.num_extras} extra input(s), got {n_extras}")
     b = _Body(opset)
     groups = b.op("Reshape", [b.attr_ref("num_groups", "int"), b.ints([1])])  # (1,) int64
+    # Dtype typing: one body serves float32, float16 and bfloat16 X (and float32 or X-typed parameters): every input
+    # is cast to float32 (a no-op for float32), the math and statistics run in float32, Y is cast to X's type.
+    f32 = functools.lru_cache(maxsize=None)(lambda name: b.op("Cast", [name], to=onnx.TensorProto.FLOAT))
     if op == catalog.GROUP_NORM_ACT.name:
         if rank is not None and not 2 <= rank <= 5:
             raise catalog.CatalogError(f"{op}: X must have rank 2-5, got rank {rank}")
@@ -213,10 +218,10 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
                     np.array([1], dtype=np.int64)))
                 cache["shape"] = b.op("Concat", [b.ints([-1]), ones], axis=0)
             if name not in cache:
-                cache[name] = b.op("Reshape", [name, cache["shape"]])
+                cache[name] = b.op("Reshape", [f32(name), cache["shape"]])
             return cache[name]
 
-        z = _chain(b, "X", attrs.pre, lambda k: channel(f"extra_{k}"))
+        z = _chain(b, f32("X"), attrs.pre, lambda k: channel(f"extra_{k}"))
         grouped = b.op("Concat", [b.ints([0]), groups, b.ints([-1])], axis=0)  # (N, G, -1)
         y = _group_norm(b, z, grouped, axis=2)
         y = b.op("Add", [b.op("Mul", [y, channel("gamma")]), channel("beta")])
@@ -225,17 +230,17 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
     else:
         if rank is not None and rank < 2:
             raise catalog.CatalogError(f"{op}: X must have rank >= 2, got rank {rank}")
-        w = b.op("Transpose", ["W"], perm=[1, 0]) if attrs.trans_b else "W"
-        z = b.op("Add", [b.op("MatMul", ["X", w]), "B"])
+        w = b.op("Transpose", [f32("W")], perm=[1, 0]) if attrs.trans_b else f32("W")
+        z = b.op("Add", [b.op("MatMul", [f32("X"), w]), f32("B")])
         # Channels are the last axis; (C,) tensors broadcast there as they are.
-        z = _chain(b, z, attrs.pre, lambda k: f"extra_{k}")
+        z = _chain(b, z, attrs.pre, lambda k: f32(f"extra_{k}"))
         lead = b.op("Shape", [z], start=0, end=-1)
         grouped = b.op("Concat", [lead, groups, b.ints([-1])], axis=0)  # (..., G, C/G): every row its own sample
         y = _group_norm(b, z, grouped, axis=-1)
-        y = b.op("Add", [b.op("Mul", [y, "gamma"]), "beta"])
-        y = _chain(b, y, attrs.post, lambda k: f"extra_{k}")
+        y = b.op("Add", [b.op("Mul", [y, f32("gamma")]), f32("beta")])
+        y = _chain(b, y, attrs.post, lambda k: f32(f"extra_{k}"))
         y = _reduce_channels(b, y, attrs.reduce, axis=-1)
-    b.nodes.append(helper.make_node("Identity", [y], ["Y"]))
+    b.nodes.append(helper.make_node("CastLike", [y, "X"], ["Y"]))  # back to X's type
 
     fn = helper.make_function(
         catalog.DOMAIN, op, function_inputs(op, n_extras), ["Y"], b.nodes,

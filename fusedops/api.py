@@ -8,9 +8,10 @@ def export(model: str, out: str, size: str = "small", dynamic_batch: bool = True
     return _export(model, out, size=size, dynamic_batch=dynamic_batch, force=force, **kw)
 
 
-def fuse(src: str, dst: str, force: bool = False):
+def fuse(src: str, dst: str, force: bool = False, report: str | None = None):
+    """Fuse an ONNX file; returns a FuseResult (path-like: the output) whose ``.report`` is the fusion report."""
     from .exporter_api import fuse_file
-    return fuse_file(src, dst, force=force)
+    return fuse_file(src, dst, force=force, report=report)
 
 
 def demo(**kw):

@@ -16,8 +16,18 @@ def _cmd_export(a):
 
 def _cmd_fuse(a):
     from .api import fuse
-    path = fuse(a.input, a.output, force=a.force)
-    print(f"wrote {path}")
+    result = fuse(a.input, a.output, force=a.force, report=a.report)
+    unfused = result.report.unfused
+    for e in unfused[:20]:
+        print(f"fusedops: warning: {e.site} left unfused: {e.reason}", file=sys.stderr)
+    if len(unfused) > 20:
+        print(f"fusedops: warning: ... and {len(unfused) - 20} more (see --report)", file=sys.stderr)
+    data = f" (tensors in {result.data_path})" if result.data_path else ""
+    print(f"{result.report.summary()}; wrote {result.path}{data}")
+    if a.strict and unfused:
+        print(f"fusedops: warning: --strict: {len(unfused)} GroupNorm(s) left unfused", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_demo(a):
@@ -76,6 +86,10 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("input")
     s.add_argument("output")
     s.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists (never the input)")
+    s.add_argument("--report", metavar="FILE.json", help="write the fusion report (every GroupNorm: what it became "
+                   "or why it was left) as JSON")
+    s.add_argument("--strict", action="store_true", help="exit with status 1 when any GroupNorm is left unfused "
+                   "(the output is still written)")
     s.set_defaults(fn=_cmd_fuse)
 
     s = sub.add_parser("demo", help="export, fuse and run every reference model on every backend available here")

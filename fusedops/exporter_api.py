@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 
 from .errors import FusedopsError
+
+if TYPE_CHECKING:  # the exporter imports torch: keep it out of plain `import fusedops`
+    from fusedops.exporter.report import FusionReport
 
 
 def _entry(model_name: str):
@@ -112,15 +117,46 @@ def export_unfused(model_name: str, out, size: str = "small", dynamic_batch: boo
     return export(model_name, out, size=size, dynamic_batch=dynamic_batch, force=force, fuse=False)
 
 
-def fuse_file(src, dst, force: bool = False) -> Path:
-    """Fuse the ONNX file ``src`` into ``dst``; the input file is never modified. Returns the written path."""
-    from fusedops.exporter.fuse import fuse_model
+@dataclass
+class FuseResult:
+    """What ``fuse_file`` (``fusedops.fuse``) wrote: the model, its external data file (None when the tensors are
+    inside the model file) and the fusion report. Path-like: ``os.fspath(result)`` is the model's path."""
+
+    path: Path
+    report: FusionReport
+    data_path: Path | None = None
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def fuse_file(src, dst, force: bool = False, report=None) -> FuseResult:
+    """Fuse the ONNX file ``src`` into ``dst``; the input's files are never modified. A model with external data
+    (or over 1 GB of tensors) is written with its tensors in ``<dst>.data`` next to ``dst``, in bounded memory.
+    ``report``: also write the fusion report there as JSON. Returns the paths and the report."""
+    from fusedops.exporter.fuse import fuse_ir
+    from fusedops.exporter.model_io import load_model, save_model
 
     src_path = Path(src).expanduser()
-    model = load_onnx(src_path)
+    loaded = load_model(src_path)
     dst_path = _prepare_output(dst, force, src=src_path)
-    fused = fuse_model(model)
-    return _save_atomic(fused, dst_path)
+    report_path = None
+    if report is not None:
+        report_path = Path(report).expanduser()
+        if report_path.resolve() in ({src_path.resolve(), dst_path.resolve()} | loaded.data_files):
+            raise FusedopsError(f"report {str(report_path)!r} would overwrite a model file")
+        if not report_path.parent.is_dir():
+            raise FusedopsError(f"report folder {str(report_path.parent)!r} does not exist")
+    fns, fusion_report = fuse_ir(loaded.model)
+    if not fns:  # nothing fused: write the input as it was, not its canonicalised form
+        loaded = load_model(src_path)
+    data = save_model(loaded.model, dst_path, loaded, force=force)
+    if report_path is not None:
+        fusion_report.write_json(report_path)
+    return FuseResult(dst_path, fusion_report, data)
 
 
 def fusion_summary(model) -> list[tuple[str, dict[str, object]]]:

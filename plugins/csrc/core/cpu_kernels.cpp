@@ -1,7 +1,8 @@
 // CPU entries: fusedops_groupnorm_act_cpu and fusedops_gemm_groupnorm_act_cpu (float32 / float16 / bfloat16 storage,
 // float32 math, float32 statistics merged in double).
 //
-// GroupNormAct: one task per (sample, group) — a group is one contiguous span of (C/G)·S elements. Pass 1 applies
+// GroupNormAct: small spatial sizes (S < 32, S = 1 for every (N, C) input) take cpu_small_s.cpp's path; otherwise
+// one task per (sample, group) — a group is one contiguous span of (C/G)·S elements. Pass 1 applies
 // `pre` and accumulates exact per-block moments merged with Chan's formula (one read of X); the pre-activated values
 // stay in a per-thread scratch when the group fits (else pass 2 recomputes them). Pass 2 normalises, applies `post`
 // and stores. With a channel reduction the statistics come first, then tasks over (sample, block of positions)
@@ -21,10 +22,12 @@
 #include <new>
 #include <vector>
 
+#include "core/cpu_small_s.h"
 #include "core/cpu_util.h"
 
 namespace {
 
+using fusedops::cpu::ChannelParams;
 using fusedops::cpu::Moments;
 using fusedops::cpu::ReduceAcc;
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -40,32 +43,6 @@ void set_err(char* err, size_t err_len, const char* fmt, ...) {
   std::vsnprintf(err, err_len, fmt, ap);
   va_end(ap);
 }
-
-// float32 copies of the per-channel vectors (C elements each).
-struct ChannelParams {
-  std::vector<float> gamma, beta, bias;
-  std::vector<std::vector<float>> extras;
-  const float* ex[FUSEDOPS_MAX_EXTRAS] = {};
-
-  void load(const fusedops_groupnorm_desc& d, const void* g, const void* b, const void* bias_ptr,
-            const void* const* extras_in, int32_t n_extras) {
-    const int64_t C = d.C;
-    gamma.resize(C);
-    beta.resize(C);
-    fusedops::cpu::load_f32(g, d.param_dtype, 0, C, gamma.data());
-    fusedops::cpu::load_f32(b, d.param_dtype, 0, C, beta.data());
-    if (bias_ptr) {
-      bias.resize(C);
-      fusedops::cpu::load_f32(bias_ptr, d.param_dtype, 0, C, bias.data());
-    }
-    extras.resize(n_extras);
-    for (int32_t k = 0; k < n_extras; ++k) {
-      extras[k].resize(C);
-      fusedops::cpu::load_f32(extras_in[k], d.param_dtype, 0, C, extras[k].data());
-      ex[k] = extras[k].data();
-    }
-  }
-};
 
 // Pointer / extras checks common to both entries (after the descriptor check).
 int check_run_args(const fusedops_groupnorm_desc& d, const void* x, const void* gamma, const void* beta,
@@ -364,7 +341,9 @@ FUSEDOPS_API int fusedops_groupnorm_act_cpu(const fusedops_groupnorm_desc* d, co
   try {
     ChannelParams p;
     p.load(*d, gamma, beta, nullptr, extras, used);
-    if (d->reduce == FUSEDOPS_REDUCE_NONE)
+    if (fusedops::cpu::use_small_s_path(*d, used))
+      fusedops::cpu::groupnorm_small_s(*d, x, p, y);
+    else if (d->reduce == FUSEDOPS_REDUCE_NONE)
       groupnorm_no_reduce(*d, x, p, y);
     else
       groupnorm_reduce(*d, x, p, y);

@@ -26,6 +26,14 @@ namespace cpu {
 
 namespace {
 constexpr float kSqrtHalf = 0.70710678118654752440f;
+
+// silu / mish of -inf: PyTorch (and Eigen's scalar path) give -inf * 0 = NaN, but Eigen's packet logistic / exp clamp
+// their input, so on long spans the result is -inf * tiny = -inf. Finite inputs never give -inf, so a plain pass
+// (vectorised by the compiler; an Eigen select on a comparison is not) restores NaN.
+inline void minus_inf_to_nan(float* v, int64_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] == ninf ? nan : v[i];
+}
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 }  // namespace
 
@@ -77,6 +85,7 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
         break;
       case FUSEDOPS_STEP_SILU:
         x = x * x.logistic();
+        minus_inf_to_nan(v, n);
         break;
       case FUSEDOPS_STEP_TANH:
         x = x.tanh();
@@ -107,6 +116,7 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
           es = es * (es + 2.f);
           xs = (xs > 20.f).select(xs, xs * es / (es + 2.f));
         }
+        minus_inf_to_nan(v, n);
         break;
       }
       case FUSEDOPS_STEP_SOFTPLUS:

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "fusedops/fusedops.h"
 
@@ -96,6 +97,32 @@ inline void store_from_f32(const float* v, int64_t n, void* dst, int32_t dt, int
     for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(v[i]);
   }
 }
+
+// float32 copies of the per-channel vectors (C elements each).
+struct ChannelParams {
+  std::vector<float> gamma, beta, bias;
+  std::vector<std::vector<float>> extras;
+  const float* ex[FUSEDOPS_MAX_EXTRAS] = {};
+
+  void load(const fusedops_groupnorm_desc& d, const void* g, const void* b, const void* bias_ptr,
+            const void* const* extras_in, int32_t n_extras) {
+    const int64_t C = d.C;
+    gamma.resize(C);
+    beta.resize(C);
+    load_f32(g, d.param_dtype, 0, C, gamma.data());
+    load_f32(b, d.param_dtype, 0, C, beta.data());
+    if (bias_ptr) {
+      bias.resize(C);
+      load_f32(bias_ptr, d.param_dtype, 0, C, bias.data());
+    }
+    extras.resize(n_extras);
+    for (int32_t k = 0; k < n_extras; ++k) {
+      extras[k].resize(C);
+      load_f32(extras_in[k], d.param_dtype, 0, C, extras[k].data());
+      ex[k] = extras[k].data();
+    }
+  }
+};
 
 // ---- elementwise steps (float32 math; semantics of fusedops.catalog) ----
 inline float softplus(float x, float beta, float threshold) {
