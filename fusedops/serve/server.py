@@ -111,19 +111,27 @@ def _pytriton():
     return Triton, TritonConfig, ModelConfig, DynamicBatcher, Tensor
 
 
+# Test hook: milliseconds to hold every batch before running it, so a test can have requests in flight when it sends
+# SIGTERM (the drain test). Unset in normal use.
+TEST_DELAY_ENV = "FUSEDOPS_SERVE_TEST_DELAY_MS"
+
+
 def make_infer(served: ServedModel, max_batch_size: int):
     """The callable PyTriton calls with a list of requests (one per client request in the dynamic batch): batched
     models run the requests as one concatenated batch and split the outputs back; unbatched ones run each request."""
     in_names = [t.name for t in served.inputs]
+    delay_s = float(os.environ.get(TEST_DELAY_ENV, "0") or 0) / 1e3
 
     def run_one(feeds):
         for name in in_names:  # Triton checked names, dtypes and dims against the config; this is the batch bound
-            if served.batched is False and feeds[name].ndim and feeds[name].shape[0] > max_batch_size:
+            if not served.batched and feeds[name].ndim and feeds[name].shape[0] > max_batch_size:
                 raise ValueError(f"input {name!r} has {feeds[name].shape[0]} rows; this server takes at most "
                                  f"{max_batch_size} (--max-batch-size)")
         return served.infer({n: np.ascontiguousarray(feeds[n]) for n in in_names})
 
     def infer(requests):
+        if delay_s:
+            time.sleep(delay_s)
         if not served.batched or len(requests) == 1:
             return [run_one(r) for r in requests]
         sizes = [int(r[in_names[0]].shape[0]) for r in requests]
