@@ -136,7 +136,7 @@ def choose_backend(source: str, backend: str = "auto") -> tuple[str, str]:
 def open_backend(source: str, backend: str = "auto", size: str = "small") -> ServedModel:
     """Load ``source`` on ``backend`` ("auto" picks, see choose_backend). ``size`` applies to model keys."""
     name, kind = choose_backend(source, backend)
-    if kind == "model" and name == "ort-cpu":  # a model key on ONNX Runtime: export and fuse it first
+    if kind == "model" and name.startswith("ort-"):  # a model key on ONNX Runtime: export and fuse it first
         return _ort_backend(_export_to_temp(source, size), name, source)
     if name.startswith("ort-"):
         return _ort_backend(source, name, source)
@@ -228,10 +228,10 @@ def _torch_backend(model_key: str, size: str, fused: bool) -> ServedModel:
     if device == "cuda":  # TF32 GEMMs, as the fused GPU runtimes use by default: both sides at the same precision
         torch.set_float32_matmul_precision("high")
     model = entry.build(size, "ModelNew" if fused else "Model").to(device).eval()
-    (probe,) = entry.inputs(size, batch=1, device=device)
-    with torch.no_grad():
-        out = model(probe)
-    if out.shape[0] != 1:
+    with torch.no_grad():  # two batch sizes: the output's dim 0 must follow the batch and nothing else may
+        out, out3 = (model(entry.inputs(size, batch=b, device=device)[0]) for b in (2, 3))
+    probe = entry.inputs(size, batch=1)[0]
+    if out.shape[0] != 2 or out3.shape[0] != 3 or out.shape[1:] != out3.shape[1:]:
         raise FusedopsError(f"model {entry.key}: its output {tuple(out.shape)} does not keep the batch in dim 0, "
                             f"so the PyTorch backends cannot serve it batched; serve its ONNX export instead")
     inputs = [TensorSpec("input", np.dtype(np.float32), (-1, *probe.shape[1:]))]
