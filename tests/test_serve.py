@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -179,11 +177,13 @@ def test_unbatched_model_is_served_with_full_shapes(tmp_path):
         # every error raised there as 500, with our message.
         assert status == 500 and "takes at most 8 (--max-batch-size)" in json.loads(text)["error"], text
     finally:
-        assert srv.stop() == 0
+        assert srv.stop(signal.SIGINT) == 0, srv.log()[-2000:]  # SIGINT stops as cleanly as SIGTERM
+    assert "SIGINT: draining" in srv.log()
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_0(model1_onnx, tmp_path):
-    srv = start_server(str(model1_onnx), tmp_path / "srv", "--max-queue-delay-us", "0",
+    # --exit-timeout 30: the drain (at most 4 held batches of 1.5 s) stays well inside it on a loaded machine
+    srv = start_server(str(model1_onnx), tmp_path / "srv", "--max-queue-delay-us", "0", "--exit-timeout", "30",
                        env={TEST_DELAY_ENV: "1500"})
     inputs = [_fresh((2, 96), f"drain-{k}") for k in range(4)]
     results: dict[int, object] = {}
@@ -198,7 +198,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(model1_onnx, tmp_path):
     try:
         for t in threads:
             t.start()
-        time.sleep(0.8)  # all four sent; each batch is held 1.5 s in the server
+        time.sleep(1.2)  # all four sent (the first batch is being held 1.5 s, the rest queue behind it)
         srv.proc.send_signal(signal.SIGTERM)
         for t in threads:
             t.join(TIMEOUT_S)
@@ -212,46 +212,44 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(model1_onnx, tmp_path):
     assert "SIGTERM: draining" in srv.log()
 
 
-def test_sigint_stops_cleanly(model1_onnx, tmp_path):
-    srv = start_server(str(model1_onnx), tmp_path / "srv")
-    assert srv.stop(signal.SIGINT) == 0, srv.log()[-2000:]
+# ---- errors before any server starts (the CLI's main in this process: one line on stderr, exit 2) -----------------
+
+def _cli(capsys, *args) -> tuple[int, str]:
+    from fusedops.cli import main
+
+    rc = main(list(args))
+    return rc, capsys.readouterr().err
 
 
-# ---- errors before any server starts ------------------------------------------------------------------------------
-
-def _cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "fusedops", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def test_serve_missing_model_is_one_error_line(tmp_path):
-    r = _cli("serve", str(tmp_path / "missing.onnx"))
-    assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == [f"fusedops: error: ONNX model {str(tmp_path / 'missing.onnx')!r} not found"]
+def test_serve_missing_model_is_one_error_line(tmp_path, capsys):
+    rc, err = _cli(capsys, "serve", str(tmp_path / "missing.onnx"))
+    assert rc == 2
+    assert err.strip().splitlines() == [f"fusedops: error: ONNX model {str(tmp_path / 'missing.onnx')!r} not found"]
 
 
-def test_serve_port_in_use_is_named(model1_onnx):
+def test_serve_port_in_use_is_named(model1_onnx, capsys):
     import socket
 
     (port,) = free_loopback_ports(1)
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
         s.listen()
-        r = _cli("serve", str(model1_onnx), "--http-port", str(port))
-    assert r.returncode == 2 and f"http port {port} on 127.0.0.1 is not free" in r.stderr, r.stderr
+        rc, err = _cli(capsys, "serve", str(model1_onnx), "--http-port", str(port))
+    assert rc == 2 and f"http port {port} on 127.0.0.1 is not free" in err, err
 
 
-def test_serve_unavailable_backend_says_why(model1_onnx):
-    r = _cli("serve", str(model1_onnx), "--backend", "trt")
-    assert r.returncode == 2 and "backend trt cannot serve" in r.stderr and "TensorRT engine" in r.stderr
+def test_serve_unavailable_backend_says_why(model1_onnx, capsys):
+    rc, err = _cli(capsys, "serve", str(model1_onnx), "--backend", "trt")
+    assert rc == 2 and "backend trt cannot serve" in err and "TensorRT engine" in err
 
 
 @pytest.mark.parametrize("url", ["10.1.2.3:8001", "example.com:8001", "192.168.0.1:8000"])
-def test_loadtest_refuses_non_loopback_targets(url):
-    r = _cli("loadtest", url, "--reference", "1", "--duration", "1")
-    assert r.returncode == 2 and "not a loopback address" in r.stderr, r.stderr
+def test_loadtest_refuses_non_loopback_targets(url, capsys):
+    rc, err = _cli(capsys, "loadtest", url, "--reference", "1", "--duration", "1")
+    assert rc == 2 and "not a loopback address" in err, err
 
 
-def test_loadtest_against_no_server_is_an_error(model1_onnx):
+def test_loadtest_against_no_server_is_an_error(capsys):
     (port,) = free_loopback_ports(1)
-    r = _cli("loadtest", f"127.0.0.1:{port}", "--reference", "1", "--duration", "1", "--timeout", "5")
-    assert r.returncode == 2 and "cannot read model 'fusedops'" in r.stderr, r.stderr
+    rc, err = _cli(capsys, "loadtest", f"127.0.0.1:{port}", "--reference", "1", "--duration", "1", "--timeout", "5")
+    assert rc == 2 and "cannot read model 'fusedops'" in err, err

@@ -7,7 +7,6 @@ from __future__ import annotations
 import filecmp
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import onnx
@@ -129,14 +128,13 @@ def test_repo_errors(exported, tmp_path, case, words):
         assert (tmp_path / "repo" / "fusedops" / "keep.txt").read_text() == "user file"
 
 
-def test_repo_cli(exported, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "fusedops", "repo", str(exported["1"]), "--out", str(tmp_path / "r")],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "tritonserver --model-repository=" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "fusedops", "repo", str(exported["1"]), "--out", str(tmp_path / "r")],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stderr.startswith("fusedops: error: model folder")
+def test_repo_cli(exported, tmp_path, capsys):
+    from fusedops.cli import main
+
+    assert main(["repo", str(exported["1"]), "--out", str(tmp_path / "r")]) == 0
+    assert "tritonserver --model-repository=" in capsys.readouterr().out
+    assert main(["repo", str(exported["1"]), "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.startswith("fusedops: error: model folder")
 
 
 def _bundled_tritonserver():

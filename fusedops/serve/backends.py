@@ -210,10 +210,21 @@ def _trt_backend(engine_path: str) -> ServedModel:
     outputs = [spec(n) for n in eng.output_names]
 
     def infer(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        _current_cuda_context()
         out = eng.run(feeds)  # host inputs copied once into device buffers; outputs stay there until to_numpy
         return {n: runtime.to_numpy(out[n]) for n in eng.output_names}
 
     return ServedModel("trt", engine_path, inputs, outputs, infer, "cuda")
+
+
+def _current_cuda_context() -> None:
+    """pycuda makes its context current only in the thread that imported it; PyTriton calls the inference function
+    from its own thread, so make the device's primary context current there (TensorRT and torch share it)."""
+    import pycuda.driver as cuda
+
+    cuda.init()
+    if cuda.Context.get_current() is None:
+        cuda.Device(0).retain_primary_context().push()
 
 
 # ---- PyTorch ------------------------------------------------------------------------------------------------------
@@ -238,7 +249,9 @@ def _torch_backend(model_key: str, size: str, fused: bool) -> ServedModel:
     outputs = [TensorSpec("output", np.dtype(np.float32), (-1, *out.shape[1:]))]
 
     def infer(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        x = torch.from_numpy(feeds["input"]).to(device, non_blocking=True)
+        x = feeds["input"]
+        # PyTriton hands requests over in read-only shared memory, which torch.from_numpy warns about
+        x = torch.from_numpy(x if x.flags.writeable else x.copy()).to(device, non_blocking=True)
         with torch.no_grad():
             y = model(x)
         return {"output": y.float().cpu().numpy()}  # the one device→host copy (synchronises the stream)
