@@ -99,9 +99,11 @@ def test_outputs_equal_eager_pytorch(server, batch, protocol):
     np.testing.assert_allclose(y, _eager("1", x), atol=ATOL, rtol=RTOL)
 
 
-def test_eight_concurrent_clients_nothing_lost_nothing_wrong(server):
-    result = run_loadtest(LoadOptions(url=server.grpc_url, reference="1", concurrency=[8], batch=[1, 3],
-                                      duration_s=3.0, timeout_s=TIMEOUT_S, tolerance="fp32"))
+@pytest.mark.parametrize("protocol,batches,seconds", [("grpc", [1, 3], 3.0), ("http", [2], 2.0)])
+def test_eight_concurrent_clients_nothing_lost_nothing_wrong(server, protocol, batches, seconds):
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    result = run_loadtest(LoadOptions(url=url, reference="1", protocol=protocol, concurrency=[8], batch=batches,
+                                      duration_s=seconds, timeout_s=TIMEOUT_S, tolerance="fp32"))
     for p in result["points"]:
         assert p["ok"] > 8 and p["wrong"] == 0 and p["errors"] == 0 and p["lost"] == 0, p
         assert p["requests"] == p["ok"]

@@ -80,3 +80,41 @@ def test_unbatched_requests_run_one_by_one_and_are_bounded():
     assert calls == [2, 3] and out[1]["output"].shape == (1, 3)
     with pytest.raises(ValueError, match="at most 4"):
         infer([{"input": np.ones((5, 3), np.float32)}])
+
+
+@pytest.mark.parametrize("url,ok", [("127.0.0.1:8001", True), ("localhost:8000", True), ("[::1]:8001", True),
+                                    ("http://127.0.0.5:8000/", True), ("10.0.0.1:8001", False),
+                                    ("127.0.0.1", False), ("example.com:80", False)])
+def test_loadtest_accepts_loopback_urls_only(url, ok):
+    from fusedops.serve.loadtest import check_url
+
+    if ok:
+        assert check_url(url)[1] in (8000, 8001)
+    else:
+        with pytest.raises(FusedopsError):
+            check_url(url)
+
+
+def test_compare_counts_nan_and_shape_as_wrong():
+    from fusedops.serve.loadtest import compare
+
+    ref = {"output": np.ones((2, 3))}
+    assert compare({"output": np.ones((2, 3), np.float32)}, ref, 1e-4, 1e-4) is None
+    assert "shape" in compare({"output": np.ones((3, 2), np.float32)}, ref, 1e-4, 1e-4)
+    y = np.ones((2, 3), np.float32)
+    y[1, 2] = np.nan
+    assert "1 elements off" in compare({"output": y}, ref, 1e-4, 1e-4)
+    assert "missing" in compare({}, ref, 1e-4, 1e-4)
+
+
+def test_report_files_and_summary(tmp_path):
+    from fusedops.serve.report import summary_lines, write_report
+
+    point = dict(concurrency=1, batch=1, duration_s=1.0, requests=10, timed_requests=8, ok=10, wrong=0, errors=0,
+                 lost=0, p50_ms=1.0, p90_ms=1.5, p99_ms=2.0, mean_ms=1.1, throughput_req_s=8.0,
+                 throughput_inf_s=8.0, first_problems=[])
+    result = dict(url="127.0.0.1:1", protocol="grpc", model="m", reference="1", reference_kind="torch",
+                  tolerance="fp32", points=[point, {**point, "concurrency": 8, "p50_ms": 3.0}], ok=True)
+    paths = write_report(result, tmp_path / "new")
+    assert [p.name for p in paths] == ["loadtest.json", "loadtest.png"] and paths[1].stat().st_size > 10_000
+    assert summary_lines(result)[-1] == "all responses correct, none lost"
