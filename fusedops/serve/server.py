@@ -200,8 +200,8 @@ def serve(o: ServeOptions, ready=None) -> int:
         try:
             triton.run()
         except Exception as e:  # PyTriton raises its own types; Triton's log says why
-            raise FusedopsError(f"Triton did not start serving {o.source!r} ({type(e).__name__}: {e}); "
-                                f"last lines of its log {log_path}:\n{_tail(log_path)}") from None
+            raise FusedopsError(f"Triton did not start serving {o.source!r} ({type(e).__name__}: {e}); its last "
+                                f"error: {_last_error(log_path)} (full log: {log_path})") from None
         info = {"model": o.model_name, "backend": served.backend, "device": served.device,
                 "http": f"{o.host}:{o.http_port}", "grpc": f"{o.host}:{o.grpc_port}", "batched": served.batched,
                 "max_batch_size": o.max_batch_size if served.batched else 0, "notes": served.notes,
@@ -224,11 +224,14 @@ def serve(o: ServeOptions, ready=None) -> int:
     return rc
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _last_error(path: Path) -> str:
+    """The last error line of Triton's log (its lines start with E for errors), for a one-line message."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
+    errors = [ln for ln in lines if ln[:1] == "E"]
+    return (errors or lines or ["(empty log)"])[-1].strip()[:500]
 
 
 def _print_ready(info: dict) -> None:
