@@ -11,6 +11,11 @@ import onnx
 import torch
 
 BATCH_DIM = "batch"
+# Graph input / output names of every exported model: what a serving client sends and reads (Triton's config.pbtxt
+# and KServe requests name tensors), so they are stable words rather than the exporter's node-derived names such as
+# "add_9" or "group_norm".
+INPUT_NAME = "input"
+OUTPUT_NAME = "output"
 
 
 @contextlib.contextmanager
@@ -32,14 +37,16 @@ def _quiet():
 
 
 def export_module(module: torch.nn.Module, example: torch.Tensor, dynamic_batch: bool = True) -> onnx.ModelProto:
-    """Export a one-input module; with ``dynamic_batch`` the input's dim 0 is the symbolic dim "batch"."""
+    """Export a one-input, one-output module; with ``dynamic_batch`` the input's dim 0 is the symbolic dim "batch".
+    The graph's input is named ``input`` and its output ``output``."""
     dynamic_shapes = ({0: torch.export.Dim(BATCH_DIM)},) if dynamic_batch else None
     if dynamic_batch and example.shape[0] == 1:
         # torch.export specializes a size-1 dim to the constant 1; trace with two rows instead
         example = torch.cat([example, example])
     with _quiet(), torch.no_grad():
         program = torch.onnx.export(module.eval(), (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
-                                    verbose=False, optimize=True)
+                                    verbose=False, optimize=True, input_names=[INPUT_NAME],
+                                    output_names=[OUTPUT_NAME])
     return program.model_proto
 
 

@@ -68,6 +68,21 @@ def _cmd_build(a):
     return 0
 
 
+def _cmd_serve(a):
+    from .serve.commands import run_serve
+    return run_serve(a)
+
+
+def _cmd_repo(a):
+    from .serve.commands import run_repo
+    return run_repo(a)
+
+
+def _cmd_loadtest(a):
+    from .serve.commands import run_loadtest
+    return run_loadtest(a)
+
+
 def make_parser() -> argparse.ArgumentParser:
     from .verify import BACKENDS
 
@@ -126,6 +141,17 @@ def make_parser() -> argparse.ArgumentParser:
         s.add_argument("onnx")
         s.add_argument("--engine", required=True)
     s.set_defaults(fn=_cmd_build)
+
+    from .serve import commands as serve_commands
+    s = sub.add_parser("serve", help="serve a fused model on Triton (PyTriton), KServe v2 over HTTP and gRPC")
+    serve_commands.add_serve_arguments(s)
+    s.set_defaults(fn=_cmd_serve)
+    s = sub.add_parser("repo", help="write a Triton model repository (onnxruntime or tensorrt_plan) for tritonserver")
+    serve_commands.add_repo_arguments(s)
+    s.set_defaults(fn=_cmd_repo)
+    s = sub.add_parser("loadtest", help="load-test a served model on loopback, every response checked (JSON + PNG)")
+    serve_commands.add_loadtest_arguments(s)
+    s.set_defaults(fn=_cmd_loadtest)
     return p
 
 

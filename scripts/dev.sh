@@ -4,7 +4,8 @@
 #   scripts/dev.sh test [pytest args]          the test suite (GPU tests skip with a reason where there is no GPU)
 #   scripts/dev.sh setup                       only the set-up
 # Set-up: a virtual environment in .venv (PyTorch first: FUSEDOPS_TORCH, default the CPU-capable torch==2.13.0, so
-# pip does not pull a multi-GB CUDA build), the package in editable mode with its test extra, header-only native
+# pip does not pull a multi-GB CUDA build), the package in editable mode with its test and serve extras (serve pins
+# numpy<2 for PyTriton; the suite is measured to pass on numpy 1.26), header-only native
 # dependencies into third_party/ and the native libraries into build/native/. Re-runs skip what is already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ stamp=$venv/.fusedops-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q "${FUSEDOPS_TORCH:-torch==2.13.0}"
-  "$venv/bin/python" -m pip install -q -e ".[test]"
+  "$venv/bin/python" -m pip install -q -e ".[test,serve]"
   touch "$stamp"
 fi
 bash scripts/get_native_deps.sh

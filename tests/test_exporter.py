@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 
 from fusedops import catalog, exporter_api
 from fusedops.exporter import build_function, fuse_model, fusion_summary
-from fusedops.exporter.export import export_model
+from fusedops.exporter.export import INPUT_NAME, export_model
 from fusedops.models.registry import get_entry
 
 # Function bodies and the unfused graph compute the same float32 math in a different order.
@@ -139,7 +139,7 @@ def test_static_batch_export_fuses_too():
     (x,) = entry.inputs("small", generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         eager = entry.build("small")(x).numpy()
-    np.testing.assert_allclose(_session(fused).run(None, {"x": x.numpy()})[0], eager, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(_session(fused).run(None, {INPUT_NAME: x.numpy()})[0], eager, rtol=0, atol=ATOL)
 
 
 def test_api_export_writes_checked_fused_file(tmp_path):

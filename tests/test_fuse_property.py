@@ -325,7 +325,7 @@ def run(model, x) -> list[np.ndarray]:
     so = ort.SessionOptions()
     so.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, {"x": x})
+    return sess.run(None, {sess.get_inputs()[0].name: x})  # "x" here, "input" in torch exports
 
 
 def fused_node(model):

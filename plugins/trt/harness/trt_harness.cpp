@@ -11,6 +11,7 @@
 //       [--profile-batch MIN:OPT:MAX] [--workspace-probe]
 //       [--runtime-input NAME:DTYPE:DIMS]... [--runtime-output DTYPE:DIMS] [--enqueue-input NAME:DTYPE:DIMS]...
 //       [--fake-buffers]
+//   fusedops_trt_harness --plugin LIB --registry-stub STUB --registry-load local|global|soname
 //
 // --profile-batch sets X's batch range (default 1 : actual : max-batch-factor x actual). --workspace-probe also asks
 // getWorkspaceSize for every single batch of that range (min = opt = max) and fails the "workspace" stage if the
@@ -18,6 +19,12 @@
 // enqueue get (shapes the build phase never saw); --enqueue-input replaces them for enqueue only. --fake-buffers
 // (with --expect-fail enqueue only) enqueues with host placeholders and no CUDA, to test refusals on machines
 // without a GPU: a plugin that accepted would hand them to its kernels.
+//
+// --registry-stub tests registration on dlopen against the stand-in libnvinfer (harness/stub_nvinfer.cpp), loaded
+// before the plugin as Triton's TensorRT backend has it (local: RTLD_LOCAL), as trtexec has it (global: RTLD_GLOBAL)
+// or not at all (soname: the plugin must load it by soname, as under LD_PRELOAD; LD_LIBRARY_PATH must reach it). It
+// reports the stub's creators after the dlopen, after getCreators (which hands them back), and after registering
+// getCreators' list as loadLibrary does.
 //
 // Exit status: 0 when the walk ended as expected (all stages passed, or it failed exactly at --expect-fail with an
 // error logged through the logger finder), 1 otherwise, 2 for bad usage.
@@ -253,6 +260,8 @@ struct Options {
   bool runtimeOutputSet = false;
   InputArg runtimeOutput;
   bool fakeBuffers = false;
+  std::string registryStub;  // stand-in libnvinfer.so.N
+  std::string registryLoad = "local";
 };
 
 [[noreturn]] void usage(std::string const& msg) {
@@ -405,9 +414,16 @@ Options parseArgs(int argc, char** argv) {
       o.runtimeOutputSet = true;
     }
     else if (a == "--fake-buffers") o.fakeBuffers = true;
+    else if (a == "--registry-stub") o.registryStub = next();
+    else if (a == "--registry-load") o.registryLoad = next();
     else usage("unknown argument '" + a + "'");
   }
   if (o.plugin.empty()) usage("--plugin is required");
+  if (!o.registryStub.empty()) {
+    if (o.registryLoad != "local" && o.registryLoad != "global" && o.registryLoad != "soname")
+      usage("--registry-load is local, global or soname");
+    return o;
+  }
   if (!o.list && o.op.empty()) usage("--op is required (or --list)");
   if (!o.list && o.inputs.empty()) usage("at least one --input is required");
   if (o.dynamic != "batch" && o.dynamic != "all" && o.dynamic != "none") usage("--dynamic is batch, all or none");
@@ -910,10 +926,57 @@ int listCreators(IPluginCreatorInterface* const* creators, int32_t n) {
   return 0;
 }
 
+// Registration on dlopen, against the stand-in registry (see --registry-stub above). Prints one JSON line.
+int registryWalk(Options const& o) {
+  using ListFn = int (*)(char*, int);
+  using RegistryFn = IPluginRegistry* (*)();
+  if (o.registryLoad != "soname" &&
+      dlopen(o.registryStub.c_str(), RTLD_NOW | (o.registryLoad == "global" ? RTLD_GLOBAL : RTLD_LOCAL)) == nullptr) {
+    std::fprintf(stderr, "fusedops_trt_harness: cannot load the stub registry: %s\n", dlerror());
+    return 2;
+  }
+  void* lib = dlopen(o.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);  // as Triton's TensorRT backend opens plugins
+  if (lib == nullptr) {
+    std::fprintf(stderr, "fusedops_trt_harness: dlopen failed: %s\n", dlerror());
+    return 1;
+  }
+  // The stub as loaded now (by us, or by the plugin by soname); never a fresh copy.
+  void* stub = dlopen(o.registryStub.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (stub == nullptr) {
+    std::string const soname = o.registryStub.substr(o.registryStub.rfind('/') + 1);
+    stub = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  }
+  std::string const loaded = stub ? "true" : "false";
+  auto list = stub ? reinterpret_cast<ListFn>(dlsym(stub, "fusedops_stub_registry_list")) : nullptr;
+  auto registryFn = stub ? reinterpret_cast<RegistryFn>(dlsym(stub, "getPluginRegistry")) : nullptr;
+  auto snapshot = [&]() -> std::string {
+    if (list == nullptr) return "null";
+    std::vector<char> buf(static_cast<size_t>(list(nullptr, 0)) + 1);
+    list(buf.data(), static_cast<int>(buf.size()));
+    return buf.data();
+  };
+  std::string const onLoad = snapshot();
+  auto getCreators = reinterpret_cast<GetCreatorsFn>(dlsym(lib, "getCreators"));
+  if (getCreators == nullptr) return 1;
+  int32_t n = 0;
+  IPluginCreatorInterface* const* creators = getCreators(n);
+  std::string const afterGet = snapshot();
+  bool allRegistered = registryFn != nullptr && n > 0;  // what loadLibrary does with getCreators' list
+  for (int32_t i = 0; allRegistered && i < n; ++i) {
+    auto* c = static_cast<IPluginCreatorV3One*>(creators[i]);
+    allRegistered = registryFn()->registerCreator(*creators[i], c->getPluginNamespace());
+  }
+  std::printf("{\"stub_loaded\":%s,\"on_load\":%s,\"after_get_creators\":%s,\"load_library_registered\":%s,"
+              "\"after_load_library\":%s}\n",
+              loaded.c_str(), onLoad.c_str(), afterGet.c_str(), allRegistered ? "true" : "false", snapshot().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = parseArgs(argc, argv);
+  if (!o.registryStub.empty()) return registryWalk(o);
   HarnessLogger logger;
   HarnessLoggerFinder finder(&logger);
   Report report;

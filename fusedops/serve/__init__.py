@@ -1,0 +1,13 @@
+"""Serving fused models on Triton Inference Server.
+
+    server.py      `fusedops serve`: PyTriton (an in-process tritonserver) over the best backend present
+    backends.py    what runs a batch: TensorRT engine, ORT CUDA EP / CPU with libfusedops_ort.so, PyTorch
+    repository.py  `fusedops repo`: a model repository for an existing tritonserver (onnxruntime / tensorrt_plan)
+    loadtest.py    `fusedops loadtest`: a bounded async KServe v2 client, every response checked
+    report.py      the load report's JSON and PNG
+    process.py     a server in a subprocess on free loopback ports (tests, the GPU sweep)
+    sweep.py       the GPU sweep of the issue's targets (tools/device_serve.sh)
+    commands.py    the CLI arguments of serve / repo / loadtest
+
+Nothing here is imported by ``import fusedops``; PyTriton and tritonclient come with the ``serve`` extra.
+"""

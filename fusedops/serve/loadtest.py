@@ -1,0 +1,305 @@
+"""`fusedops loadtest`: a bounded asynchronous KServe v2 client (tritonclient, gRPC or HTTP) that sweeps concurrency
+and batch size against a served model and checks every response against a local reference.
+
+Why not Triton's perf_analyzer: its PyPI wheel (perf-analyzer 2.60) is built for glibc 2.38 and does not install on
+this project's machines (glibc 2.36), and it does not check response values; this client does, for every response.
+
+Bounds: only loopback addresses are accepted; each (concurrency, batch) point runs for at most ``duration_s`` seconds
+and ``max_requests`` requests, every request has a ``timeout_s`` deadline (past it the request counts as lost), and
+the workers stop by themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from fusedops.errors import FusedopsError
+
+from .server import is_loopback
+
+TOLERANCES = {"fp32": (1e-4, 1e-4), "tf32": (1e-2, 1e-2)}  # (atol, rtol), the project's verify tolerances
+_NP_TO_V2 = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16", np.dtype(np.float64): "FP64",
+             np.dtype(np.int32): "INT32", np.dtype(np.int64): "INT64"}
+MAX_DURATION_S = 600.0
+
+
+@dataclass
+class LoadOptions:
+    url: str  # host:port (gRPC or HTTP endpoint per `protocol`)
+    reference: str  # model key (eager PyTorch, float64) or .onnx (its standard-op function bodies on ORT CPU)
+    size: str = "small"
+    model_name: str = "fusedops"
+    protocol: str = "grpc"
+    concurrency: list[int] = field(default_factory=lambda: [1, 8, 64])
+    batch: list[int] = field(default_factory=lambda: [1])
+    duration_s: float = 10.0
+    max_requests: int = 1_000_000
+    timeout_s: float = 30.0
+    tolerance: str = "tf32"
+    pool: int = 16  # distinct inputs per batch size, each with its reference output
+    warmup_requests: int = 2  # per worker, checked but not timed
+
+
+def check_url(url: str) -> tuple[str, int]:
+    """(host, port) of a loopback ``host:port``; FusedopsError for anything else (this tool sends traffic to the
+    machine it runs on only)."""
+    text = url.split("://", 1)[-1].rstrip("/")
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not port.isdigit():
+        raise FusedopsError(f"URL {url!r} must be host:port (e.g. 127.0.0.1:8001)")
+    if not is_loopback(host):
+        raise FusedopsError(f"URL {url!r} is not a loopback address; loadtest only sends traffic to this machine "
+                            f"(127.0.0.0/8, ::1, localhost)")
+    return host, int(port)
+
+
+def check_options(o: LoadOptions) -> None:
+    check_url(o.url)
+    if o.protocol not in ("grpc", "http"):
+        raise FusedopsError(f"protocol must be grpc or http, got {o.protocol!r}")
+    if o.tolerance not in TOLERANCES:
+        raise FusedopsError(f"tolerance must be one of {sorted(TOLERANCES)}, got {o.tolerance!r}")
+    if not o.concurrency or min(o.concurrency) < 1 or max(o.concurrency) > 1024:
+        raise FusedopsError(f"concurrency levels must be 1..1024, got {o.concurrency}")
+    if not o.batch or min(o.batch) < 1:
+        raise FusedopsError(f"batch sizes must be >= 1, got {o.batch}")
+    if not 0 < o.duration_s <= MAX_DURATION_S:
+        raise FusedopsError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {o.duration_s}")
+    if o.max_requests < 1 or o.timeout_s <= 0 or o.pool < 1:
+        raise FusedopsError("max-requests, timeout and pool must be positive")
+
+
+# ---- the local reference ------------------------------------------------------------------------------------------
+
+class Reference:
+    """Inputs and their expected outputs for one served model: eager PyTorch in float64 for a model key, or the
+    ONNX model's standard-op function bodies on ORT CPU (no fusedops library) for an .onnx file."""
+
+    def __init__(self, reference: str, size: str = "small"):
+        self.reference, self.size = reference, size
+        if reference.lower().endswith(".onnx"):
+            if not Path(reference).is_file():
+                raise FusedopsError(f"reference ONNX model {reference!r} not found")
+            import onnxruntime as ort
+
+            from .backends import onnx_specs
+
+            self.kind = "onnx"
+            self._sess = ort.InferenceSession(reference, providers=["CPUExecutionProvider"])
+            ins, outs = onnx_specs(reference)
+            if len(ins) != 1:
+                raise FusedopsError(f"reference {reference!r} has {len(ins)} inputs; loadtest feeds one")
+            self.input_name, self.output_names = ins[0].name, [o.name for o in outs]
+            self._row_shape = tuple(ins[0].shape[1:])
+            if any(d < 0 for d in self._row_shape):
+                raise FusedopsError(f"reference {reference!r}: only the first input dim may be dynamic")
+        else:
+            import torch
+
+            from fusedops.models.registry import get_entry
+
+            try:
+                self._entry = get_entry(reference)
+            except ValueError as e:
+                raise FusedopsError(str(e)) from None
+            self.kind = "torch"
+            self._device = "cuda" if torch.cuda.is_available() else "cpu"
+            self._model = self._entry.build(size).double().to(self._device).eval()
+            self.input_name, self.output_names = "input", ["output"]
+            self._row_shape = tuple(self._entry.sizes(size).input_shape[1:])
+
+    def cases(self, batch: int, count: int) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """``count`` fresh uniform [0, 1) float32 inputs of ``batch`` rows with their float64 expected outputs
+        (seeded from the batch, so a rerun sends the same data)."""
+        rng = np.random.default_rng(zlib.crc32(f"{self.reference}:{self.size}:{batch}".encode()))
+        out = []
+        for _ in range(count):
+            x = rng.random((batch, *self._row_shape), dtype=np.float32)
+            if self.kind == "onnx":
+                ys = self._sess.run(self.output_names, {self.input_name: x})
+                expected = {n: np.asarray(y, dtype=np.float64) for n, y in zip(self.output_names, ys)}
+            else:
+                import torch
+
+                with torch.no_grad():
+                    y = self._model(torch.from_numpy(x).to(self._device, torch.float64))
+                expected = {"output": y.cpu().numpy()}
+            out.append((x, expected))
+        return out
+
+
+def compare(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], atol: float, rtol: float) -> str | None:
+    """None when every output matches within tolerance, else what differs (shape, non-finite, max error)."""
+    for name, ref in expected.items():
+        y = got.get(name)
+        if y is None:
+            return f"output {name!r} missing"
+        if y.shape != ref.shape:
+            return f"output {name!r} has shape {y.shape}, expected {ref.shape}"
+        y64 = y.astype(np.float64)
+        bad = ~(np.abs(y64 - ref) <= atol + rtol * np.abs(ref))  # NaN compares False: counted as bad
+        if bad.any():
+            return f"output {name!r}: {int(bad.sum())} elements off (max |err| {float(np.nanmax(np.abs(y64 - ref))):.3g})"
+    return None
+
+
+# ---- the client ---------------------------------------------------------------------------------------------------
+
+class _Client:
+    """One async tritonclient of either protocol, with the calls the load test needs."""
+
+    def __init__(self, protocol: str, url: str, connections: int):
+        self.protocol = protocol
+        if protocol == "grpc":
+            import tritonclient.grpc.aio as client_mod
+            self._client = client_mod.InferenceServerClient(url)
+        else:
+            import tritonclient.http.aio as client_mod
+            self._client = client_mod.InferenceServerClient(url, conn_limit=max(connections, 1))
+        self._mod = client_mod
+
+    async def metadata(self, model: str) -> dict:
+        md = await self._client.get_model_metadata(model, as_json=True) if self.protocol == "grpc" else \
+            await self._client.get_model_metadata(model)
+        return md
+
+    def make_inputs(self, name: str, x: np.ndarray):
+        inp = self._mod.InferInput(name, list(x.shape), _NP_TO_V2[x.dtype])
+        inp.set_data_from_numpy(x)
+        return [inp]
+
+    async def infer(self, model: str, inputs, outputs: list[str], timeout_s: float) -> dict[str, np.ndarray]:
+        if self.protocol == "grpc":
+            result = await self._client.infer(model, inputs, client_timeout=timeout_s)
+        else:
+            result = await asyncio.wait_for(self._client.infer(model, inputs), timeout_s)
+        return {n: result.as_numpy(n) for n in outputs}
+
+    async def close(self):
+        await self._client.close()
+
+
+@dataclass
+class _Tally:
+    latencies_ms: list[float] = field(default_factory=list)
+    ok: int = 0
+    wrong: int = 0
+    errors: int = 0
+    lost: int = 0
+    first_problems: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if len(self.first_problems) < 5:
+            self.first_problems.append(text)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+async def _point(o: LoadOptions, client: _Client, cases, outputs: list[str], input_name: str, concurrency: int,
+                 batch: int) -> dict:
+    atol, rtol = TOLERANCES[o.tolerance]
+    requests = [(client.make_inputs(input_name, x), expected) for x, expected in cases]
+    tally = _Tally()
+    sent = 0
+
+    async def one(k: int, timed: bool) -> None:
+        inputs, expected = requests[k % len(requests)]
+        t0 = time.perf_counter()
+        try:
+            got = await client.infer(o.model_name, inputs, outputs, o.timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            tally.lost += 1
+            tally.note(f"no response within {o.timeout_s} s")
+            return
+        except Exception as e:  # the server's error response (InferenceServerException) or a broken connection
+            text = str(e)
+            if "Deadline" in text or "timed out" in text.lower():
+                tally.lost += 1
+            else:
+                tally.errors += 1
+            tally.note(text[:300])
+            return
+        ms = (time.perf_counter() - t0) * 1e3
+        problem = compare(got, expected, atol, rtol)
+        if problem:
+            tally.wrong += 1
+            tally.note(problem)
+        else:
+            tally.ok += 1
+            if timed:  # latency and throughput count correct answers only
+                tally.latencies_ms.append(ms)
+
+    async def warm(w: int) -> None:
+        for i in range(o.warmup_requests):
+            await one(w + i * concurrency, timed=False)
+
+    async def worker(w: int, deadline: float) -> None:
+        nonlocal sent
+        while time.perf_counter() < deadline and sent < o.max_requests:
+            sent += 1
+            await one(sent * 7 + w, timed=True)
+
+    await asyncio.gather(*(warm(w) for w in range(concurrency)))  # connections up, server warm; checked, not timed
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w, start + o.duration_s) for w in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    answered = len(tally.latencies_ms)
+    return {
+        "concurrency": concurrency, "batch": batch, "duration_s": round(elapsed, 3),
+        "requests": tally.ok + tally.wrong + tally.errors + tally.lost,  # warm-up included: every one is checked
+        "timed_requests": sent, "ok": tally.ok, "wrong": tally.wrong, "errors": tally.errors, "lost": tally.lost,
+        "p50_ms": _percentile(tally.latencies_ms, 50), "p90_ms": _percentile(tally.latencies_ms, 90),
+        "p99_ms": _percentile(tally.latencies_ms, 99),
+        "mean_ms": float(np.mean(tally.latencies_ms)) if answered else None,
+        "throughput_req_s": answered / elapsed if elapsed > 0 else None,
+        "throughput_inf_s": answered * batch / elapsed if elapsed > 0 else None,
+        "first_problems": tally.first_problems,
+    }
+
+
+async def _run(o: LoadOptions, reference: Reference) -> dict:
+    client = _Client(o.protocol, o.url.split("://", 1)[-1], max(o.concurrency))
+    try:
+        try:
+            md = await asyncio.wait_for(client.metadata(o.model_name), o.timeout_s)
+        except Exception as e:
+            raise FusedopsError(f"cannot read model {o.model_name!r} from {o.url} over {o.protocol} "
+                                f"({type(e).__name__}: {str(e)[:200]})") from None
+        served_inputs = [i["name"] for i in md.get("inputs", [])]
+        served_outputs = [x["name"] for x in md.get("outputs", [])]
+        if served_inputs != [reference.input_name] or sorted(served_outputs) != sorted(reference.output_names):
+            raise FusedopsError(f"the served model takes {served_inputs} -> {served_outputs}, the reference "
+                                f"{reference.reference!r} [{reference.input_name}] -> {reference.output_names}")
+        points = []
+        for batch in o.batch:
+            cases = reference.cases(batch, o.pool)
+            for c in o.concurrency:
+                points.append(await _point(o, client, cases, served_outputs, reference.input_name, c, batch))
+        return {"model_metadata": md, "points": points}
+    finally:
+        await client.close()
+
+
+def run_loadtest(o: LoadOptions) -> dict:
+    """Run the sweep; returns the report (``ok``: no wrong, failed or lost response at any point)."""
+    check_options(o)
+    reference = Reference(o.reference, o.size)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    body = asyncio.run(_run(o, reference))
+    points = body["points"]
+    return {
+        "url": o.url, "protocol": o.protocol, "model": o.model_name, "reference": o.reference,
+        "reference_kind": reference.kind, "size": o.size, "tolerance": o.tolerance, "started_utc": started,
+        "duration_s_per_point": o.duration_s, "timeout_s": o.timeout_s, **body,
+        "ok": all(p["wrong"] == 0 and p["errors"] == 0 and p["lost"] == 0 and p["ok"] > 0 for p in points),
+    }

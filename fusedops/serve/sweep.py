@@ -1,0 +1,187 @@
+"""The issue's serving sweep, in one run (tools/device_serve.sh on the GPU machine; a short version runs in CI):
+
+1. the fused model (fused ONNX on the best backend present, or a reference model key) behind `fusedops serve`,
+   loaded over loopback gRPC at batch 1 with concurrency 1, 8, 64 (dynamic batching on);
+2. the same sweep serving eager PyTorch (the reference ``Model``) through PyTriton: the baseline a user would have;
+3. in-process ``ModelNew`` latency at batch 1, host array in and host array out (the work one request makes the
+   server do, without the server), and its device-only time on a GPU;
+4. the targets: p50 <= in-process + 0.5 ms, p99 <= 2 x p50 (concurrency 1); throughput at 64 >= 20 x at 1;
+   0 lost or wrong responses.
+
+    python -m fusedops.serve.sweep --out DIR [--size bench] [--durations 1:30 8:20 64:60]
+
+Writes DIR/serve_sweep.json and DIR/serve_sweep.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from fusedops.errors import FusedopsError
+
+from .loadtest import LoadOptions, run_loadtest
+from .process import start_server
+from .report import _atomic_write, plot
+
+P50_BUDGET_MS = 0.5
+P99_OVER_P50 = 2.0
+THROUGHPUT_GAIN = 20.0
+
+
+def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
+    """Median latency of ModelNew at batch 1 in this process: numpy in → device → ModelNew → numpy out (wall clock),
+    and on a GPU the device time alone (CUDA events)."""
+    import torch
+
+    from fusedops.models.registry import get_entry
+
+    entry = get_entry(model_key)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        torch.set_float32_matmul_precision("high")
+    model = entry.build(size, "ModelNew").to(device).eval()
+    rng = np.random.default_rng(7)
+    xs = [rng.random((1, *entry.sizes(size).input_shape[1:]), dtype=np.float32) for _ in range(8)]
+
+    def once(k: int) -> None:
+        with torch.no_grad():
+            model(torch.from_numpy(xs[k % len(xs)]).to(device)).cpu().numpy()
+
+    for k in range(10):
+        once(k)
+    wall = []
+    for k in range(repeats):
+        t0 = time.perf_counter()
+        once(k)
+        wall.append((time.perf_counter() - t0) * 1e3)
+    result = {"device": device, "host_to_host_p50_ms": statistics.median(wall),
+              "host_to_host_p99_ms": float(np.percentile(wall, 99))}
+    if device == "cuda":
+        x = torch.from_numpy(xs[0]).to(device)
+        times = []
+        with torch.no_grad():
+            for _ in range(repeats):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                model(x)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+        result["device_p50_ms"] = statistics.median(times)
+        result["gpu"] = torch.cuda.get_device_name()
+    return result
+
+
+def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdir: Path, concurrency: list[int],
+                    durations: dict[int, float], tolerance: str, max_queue_delay_us: int) -> dict:
+    server = start_server(source, workdir, "--backend", backend, "--size", size, "--max-batch-size",
+                          str(max(concurrency)), "--max-queue-delay-us", str(max_queue_delay_us))
+    try:
+        points = []
+        for c in concurrency:
+            r = run_loadtest(LoadOptions(url=server.grpc_url, reference=model_key, size=size, protocol="grpc",
+                                         concurrency=[c], batch=[1], duration_s=durations.get(c, 10.0),
+                                         tolerance=tolerance))
+            points += r["points"]
+        return {"source": source, "backend": backend, "ready_line": server.ready_line, "points": points}
+    finally:
+        rc = server.stop()
+        if rc != 0:
+            print(f"sweep: server for {backend} exited with {rc}", file=sys.stderr)
+
+
+def evaluate(fused_points: list[dict], inproc: dict) -> dict:
+    by_c = {p["concurrency"]: p for p in fused_points}
+    out = {}
+    c1 = by_c.get(1)
+    if c1 and c1["p50_ms"] is not None:
+        ref = inproc["host_to_host_p50_ms"]
+        out["p50_c1_vs_inprocess"] = {"p50_ms": c1["p50_ms"], "inprocess_ms": ref, "budget_ms": ref + P50_BUDGET_MS,
+                                      "met": c1["p50_ms"] <= ref + P50_BUDGET_MS}
+        out["p99_c1_vs_p50"] = {"p99_ms": c1["p99_ms"], "limit_ms": P99_OVER_P50 * c1["p50_ms"],
+                                "met": c1["p99_ms"] <= P99_OVER_P50 * c1["p50_ms"]}
+    top = by_c.get(max(by_c)) if by_c else None
+    if c1 and top and top is not c1 and c1["throughput_inf_s"]:
+        gain = top["throughput_inf_s"] / c1["throughput_inf_s"]
+        out[f"throughput_c{top['concurrency']}_over_c1"] = {"gain": gain, "target": THROUGHPUT_GAIN,
+                                                            "met": gain >= THROUGHPUT_GAIN}
+    bad = sum(p["lost"] + p["wrong"] + p["errors"] for p in fused_points)
+    out["lost_or_wrong"] = {"count": bad, "met": bad == 0}
+    return out
+
+
+def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backend: str = "auto",
+              concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
+              tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False) -> dict:
+    from fusedops.api import export
+
+    out.mkdir(parents=True, exist_ok=True)
+    concurrency = concurrency or [1, 8, 64]
+    durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
+    onnx_path = out / f"model{model_key}_{size}.onnx"
+    if not onnx_path.is_file():
+        export(model_key, str(onnx_path), size=size)
+    # The fused model: its ONNX on ORT (CUDA EP first) unless a backend that serves model keys was asked for.
+    source = model_key if fused_backend in ("torch-cuda",) else str(onnx_path)
+    report = {"date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),
+              "model": model_key, "size": size, "concurrency": concurrency,
+              "durations_s": {str(k): v for k, v in durations.items()}, "max_queue_delay_us": max_queue_delay_us}
+    report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
+                                      tolerance, max_queue_delay_us)
+    if not skip_baseline:
+        report["eager_baseline"] = _serve_and_load(model_key, "torch-eager", model_key, size, out / "eager",
+                                                   concurrency, durations, tolerance, max_queue_delay_us)
+    report["inprocess_modelnew"] = inprocess_latency(model_key, size)
+    report["targets"] = evaluate(report["fused"]["points"], report["inprocess_modelnew"])
+    _atomic_write(out / "serve_sweep.json", json.dumps(report, indent=1, default=str).encode())
+    series = {f"fused ({report['fused']['ready_line'].split(' on ')[-1].split(',')[0]})": report["fused"]["points"]}
+    if "eager_baseline" in report:
+        series["eager PyTorch (PyTriton)"] = report["eager_baseline"]["points"]
+    plot(series, out / "serve_sweep.png", f"model {model_key} ({size}) over loopback gRPC, batch 1; in-process "
+                                          f"ModelNew {report['inprocess_modelnew']['host_to_host_p50_ms']:.3f} ms")
+    return report
+
+
+def _parse_durations(items: list[str]) -> dict[int, float]:
+    out = {}
+    for item in items:
+        c, _, d = item.partition(":")
+        if not c.isdigit() or not d:
+            raise FusedopsError(f"--durations wants CONCURRENCY:SECONDS items, got {item!r}")
+        out[int(c)] = float(d)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fusedops.serve.sweep", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--model", default="1")
+    p.add_argument("--size", choices=["small", "bench"], default="bench")
+    p.add_argument("--backend", default="auto", help="backend of the fused side (auto, ort-cuda, torch-cuda, ...)")
+    p.add_argument("--durations", nargs="+", default=["1:30", "8:20", "64:60"], help="CONCURRENCY:SECONDS ...")
+    p.add_argument("--tolerance", choices=["fp32", "tf32"], default="tf32")
+    p.add_argument("--max-queue-delay-us", type=int, default=100)
+    p.add_argument("--skip-baseline", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        durations = _parse_durations(a.durations)
+        report = run_sweep(Path(a.out), a.model, a.size, a.backend, sorted(durations), durations, a.tolerance,
+                           a.max_queue_delay_us, a.skip_baseline)
+    except FusedopsError as e:
+        print(f"sweep: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(report["targets"], indent=1))
+    return 0 if all(t["met"] for t in report["targets"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
