@@ -27,7 +27,7 @@ Chains (``pre`` / ``post``)
 from __future__ import annotations
 
 import math
-import re
+import struct
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -134,60 +134,188 @@ def _operand_text(op: float | int | None) -> str:
     return _float_text(op)
 
 
-_STEP_RE = re.compile(r"^\s*([a-z_]+)\s*(?:\((.*)\))?\s*$")
-_NUM_RE = re.compile(r"^[+-]?(?:inf|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)$")
+# ---- Chain grammar (the same language as plugins/csrc/core/chain.cpp; tests/test_hostile_chain.py runs both over
+# one corpus and a differential fuzz). Linear-time hand-written scanners, no regular expressions:
+#   chain  := ws* [ step (";" step)* ] ws*          at most MAX_CHAIN_BYTES bytes, ASCII only
+#   step   := ws* name ws* [ "(" [ arg ("," arg)* ] ")" ] ws*      name := [a-z_]+
+#   arg    := ws* ( number | "@" digit+ ) ws*
+#   number := [+-]? ( "inf" | ( digit+ [ "." digit* ] | "." digit+ ) [ [eE] [+-]? digit+ ] )
+#   ws     := " " | "\t" | "\n" | "\r" | "\f" | "\v"
+# Numbers are parsed as double and rounded to float32 (chains run in float32); a finite literal that rounds to
+# infinity is rejected. Parameters: finite, except hardtanh's bounds (±inf allowed, min <= max); softplus beta != 0.
+MAX_CHAIN_BYTES = 4096
+_WS = " \t\n\r\f\v"
+_DIGITS = "0123456789"
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyz_"
+_QUOTE_LIMIT = 80  # characters of user text echoed in a message
 
 
-def parse_chain(text: str) -> list[Step]:
-    """Parse a chain attribute; raises CatalogError naming the bad step."""
+def quote(text: str, limit: int = _QUOTE_LIMIT) -> str:
+    """Single-quoted, escaped (one line, printable ASCII) and shortened user text for messages; chain.cpp's
+    quote() produces the same bytes."""
+    out = []
+    for ch in text[:limit]:
+        o = ord(ch)
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif 0x20 <= o < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+    return "'" + "".join(out) + ("...'" if len(text) > limit else "'")
+
+
+def _ascii_text(text, what: str) -> str:
+    """``text`` (str or UTF-8 bytes) as an ASCII str, at most MAX_CHAIN_BYTES bytes; CatalogError naming the first
+    byte that is not printable ASCII or whitespace. Offsets are byte offsets (they equal character offsets up to
+    the first non-ASCII character)."""
+    if isinstance(text, (bytes, bytearray)):
+        raw = bytes(text)
+    elif isinstance(text, str):
+        raw = text.encode("utf-8", "surrogatepass")
+    else:
+        raise CatalogError(f"{what} must be a string, got {type(text).__name__}")
+    if len(raw) > MAX_CHAIN_BYTES:
+        raise CatalogError(f"{what} is longer than {MAX_CHAIN_BYTES} bytes")
+    for i, b in enumerate(raw):
+        if b >= 0x80:
+            raise CatalogError(f"{what} has a non-ASCII byte 0x{b:02x} at offset {i} (only ASCII is accepted)")
+        if (b < 0x20 or b == 0x7F) and chr(b) not in _WS:
+            raise CatalogError(f"{what} has a control character 0x{b:02x} at offset {i}")
+    return raw.decode("ascii")
+
+
+def _to_float32(v: float) -> float:
+    """v rounded to float32 (as C's (float)v does); ±inf when it overflows."""
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def _strip(s: str) -> str:
+    return s.strip(_WS)
+
+
+def _number_syntax_ok(a: str) -> bool:
+    i, n = 0, len(a)
+    if i < n and a[i] in "+-":
+        i += 1
+    if a[i:] == "inf":
+        return True
+    int_digits = frac_digits = 0
+    while i < n and a[i] in _DIGITS:
+        i += 1
+        int_digits += 1
+    if i < n and a[i] == ".":
+        i += 1
+        while i < n and a[i] in _DIGITS:
+            i += 1
+            frac_digits += 1
+    if int_digits == 0 and frac_digits == 0:
+        return False
+    if i < n and a[i] in "eE":
+        i += 1
+        if i < n and a[i] in "+-":
+            i += 1
+        exp_digits = 0
+        while i < n and a[i] in _DIGITS:
+            i += 1
+            exp_digits += 1
+        if exp_digits == 0:
+            return False
+    return i == n
+
+
+def _parse_float(a: str, step: str) -> float:
+    """A number token as a Python float whose float32 rounding is the value the runtimes use."""
+    if not _number_syntax_ok(a):
+        raise CatalogError(f"malformed number {quote(a)} in step {quote(step)}")
+    v = float(a)  # linear in len(a); the text is bounded by MAX_CHAIN_BYTES
+    if math.isinf(_to_float32(v)) and a.lstrip("+-") != "inf":
+        raise CatalogError(f"number {quote(a)} in step {quote(step)} is out of float32 range (write inf)")
+    return v
+
+
+def _check_params(name: str, params: Sequence[float]) -> None:
+    params = [_to_float32(p) for p in params]  # judged as the runtimes see them
+    if name == "hardtanh":
+        if params[0] > params[1]:
+            raise CatalogError(f"step 'hardtanh' needs min <= max, got min={_float_text(params[0])} and "
+                               f"max={_float_text(params[1])}")
+        return
+    if any(math.isinf(p) for p in params):
+        raise CatalogError(f"parameters of step {quote(name)} must be finite")
+    if name == "softplus" and params[0] == 0.0:
+        raise CatalogError("step 'softplus' needs beta != 0")
+
+
+def parse_chain(text) -> list[Step]:
+    """Parse a chain attribute (str or UTF-8 bytes); raises CatalogError naming the bad step. Linear time."""
     if text is None:
         return []
-    if isinstance(text, bytes):
-        text = text.decode()
-    text = text.strip()
-    if not text:
+    full = _strip(_ascii_text(text, "chain text"))
+    if not full:
         return []
     steps: list[Step] = []
-    for raw in text.split(";"):
-        m = _STEP_RE.match(raw)
-        if not m:
-            raise CatalogError(f"malformed chain step {raw.strip()!r} in {text!r}")
-        name = STEP_ALIASES.get(m.group(1), m.group(1))
+    for raw in full.split(";"):
+        st = _strip(raw)
+        i = 0
+        while i < len(st) and st[i] in _NAME_CHARS:
+            i += 1
+        name_text = st[:i]
+        j = i
+        while j < len(st) and st[j] in _WS:
+            j += 1
+        args: list[str] = []
+        ok = bool(name_text)
+        if ok and j < len(st):
+            inner = st[j + 1:-1]
+            ok = st[j] == "(" and st[-1] == ")" and len(st) - 1 > j and "(" not in inner and ")" not in inner
+            if ok:
+                args = [_strip(a) for a in inner.split(",")]
+                if args == [""]:
+                    args = []
+        if not ok:
+            raise CatalogError(f"malformed chain step {quote(st)} in {quote(full)}")
+        name = STEP_ALIASES.get(name_text, name_text)
         if name not in STEP_KINDS:
-            raise CatalogError(f"unknown chain step {m.group(1)!r} in {text!r}; known: {', '.join(STEP_KINDS)}")
+            raise CatalogError(f"unknown chain step {quote(name_text)} in {quote(full)}; known: "
+                               f"{', '.join(STEP_KINDS)}")
         kind = STEP_KINDS[name]
-        args = [a.strip() for a in m.group(2).split(",")] if m.group(2) is not None else []
-        if args == [""]:
-            args = []
         if kind.binary:
             if len(args) != 1:
-                raise CatalogError(f"step {name!r} takes exactly one operand (a number or @k), got {len(args)}")
+                raise CatalogError(f"step {quote(name)} takes exactly one operand (a number or @k), got {len(args)}")
             a = args[0]
             if a.startswith("@"):
-                if not a[1:].isdigit():
-                    raise CatalogError(f"bad extra-input reference {a!r} in step {name!r}")
-                k = int(a[1:])
+                digits = a[1:]
+                if not digits or any(c not in _DIGITS for c in digits):
+                    raise CatalogError(f"bad extra-input reference {quote(a)} in step {quote(name)}")
+                significant = digits.lstrip("0") or "0"
+                k = int(significant) if len(significant) <= 9 else MAX_EXTRAS  # longer: out of range anyway
                 if k >= MAX_EXTRAS:
-                    raise CatalogError(f"extra input @{k} out of range (at most {MAX_EXTRAS} extras)")
+                    raise CatalogError(f"extra input {quote(a)} out of range in step {quote(name)} (at most "
+                                       f"{MAX_EXTRAS} extras, @0..@{MAX_EXTRAS - 1})")
                 steps.append(Step(name, operand=k))
             else:
                 steps.append(Step(name, operand=_parse_float(a, name)))
         else:
             if len(args) > len(kind.defaults):
                 raise CatalogError(
-                    f"step {name!r} takes at most {len(kind.defaults)} parameter(s), got {len(args)}")
+                    f"step {quote(name)} takes at most {len(kind.defaults)} parameter(s), got {len(args)}")
             params = [_parse_float(a, name) for a in args]
             params += list(kind.defaults[len(params):])
+            _check_params(name, params)
             steps.append(Step(name, params=tuple(params)))
     if len(steps) > MAX_STEPS:
         raise CatalogError(f"chain has {len(steps)} steps; at most {MAX_STEPS} are supported")
     return steps
-
-
-def _parse_float(a: str, step: str) -> float:
-    if not _NUM_RE.match(a):
-        raise CatalogError(f"malformed number {a!r} in step {step!r}")
-    return float(a)
 
 
 def chain_text(steps: Sequence[Step]) -> str:
@@ -224,13 +352,15 @@ def apply_chain(x: torch.Tensor, steps: Sequence[Step], extras: Sequence[torch.T
 REDUCE_CODES = {"": 0, "min": 1, "max": 2, "sum": 3, "mean": 4, "logsumexp": 5}
 
 
-def parse_reduce(text: str) -> str:
-    if isinstance(text, bytes):
-        text = text.decode()
-    text = (text or "").strip()
-    if text not in REDUCE_CODES:
-        raise CatalogError(f"unknown reduce {text!r}; expected one of {', '.join(repr(k) for k in REDUCE_CODES)}")
-    return text
+def parse_reduce(text) -> str:
+    """The reduce attribute (str or UTF-8 bytes, surrounding whitespace ignored) as a REDUCE_CODES key."""
+    if text is None:
+        return ""
+    t = _strip(_ascii_text(text, "reduce"))
+    if t not in REDUCE_CODES:
+        raise CatalogError(f"unknown reduce {quote(t)}; expected one of '', 'min', 'max', 'sum', 'mean', "
+                           f"'logsumexp'")
+    return t
 
 
 def apply_reduce(y: torch.Tensor, reduce: str, dim: int = 1) -> torch.Tensor:
