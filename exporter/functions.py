@@ -12,7 +12,8 @@ inline that body and compute exactly the catalog semantics:
                                                                         axis, every row of Z is one sample
 
 GroupNorm statistics are per sample and group: mean, then the mean of squared deviations (biased, the stable
-two-pass form), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Bodies are float32 (the fuser only fuses
+two-pass form, in float64), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. NaN and ±inf follow the PyTorch
+reference (min / max propagate NaN, logsumexp of a +inf channel is +inf). Bodies are float32 (the fuser only fuses
 float32 graphs) and work for default-domain opsets 17-23: ops whose form changed (Reduce* ``axes``) are emitted in the
 form of the model's opset, and ops newer than 17 (Mish 18, Gelu 20) are decomposed.
 """
@@ -150,25 +151,38 @@ def _chain(b: _Body, x: str, steps: Sequence[catalog.Step], extra) -> str:
 
 
 def _reduce_channels(b: _Body, y: str, reduce: str, axis: int) -> str:
+    """reduce_C with the reference's NaN / inf semantics (torch.amin / amax / sum / mean / logsumexp)."""
     if reduce == "":
         return y
-    if reduce == "logsumexp":  # max-shifted, so large values do not overflow
+    if reduce == "logsumexp":
+        # Shift by the maximum so large values do not overflow; an infinite maximum is not subtracted (inf - inf
+        # would be NaN): shift 0 gives log(sum(exp(y))) = +inf for a +inf channel and -inf when all are -inf.
         m = b.reduce("ReduceMax", y, [axis])
-        s = b.reduce("ReduceSum", b.op("Exp", [b.op("Sub", [y, m])]), [axis])
-        return b.op("Add", [b.op("Log", [s]), m])
+        shift = b.op("Where", [b.op("IsInf", [m]), b.scalar(0.0), m])
+        s = b.reduce("ReduceSum", b.op("Exp", [b.op("Sub", [y, shift])]), [axis])
+        return b.op("Add", [b.op("Log", [s]), shift])
     op_type = {"min": "ReduceMin", "max": "ReduceMax", "sum": "ReduceSum", "mean": "ReduceMean"}[reduce]
-    return b.reduce(op_type, y, [axis])
+    r = b.reduce(op_type, y, [axis])
+    if reduce in ("min", "max"):
+        # ReduceMin / ReduceMax may skip NaN (onnxruntime does); torch propagates it. Adding the sum of the NaN
+        # elements (0 when there are none) restores that without touching ±inf.
+        nan_only = b.op("Where", [b.op("IsNaN", [y]), y, b.scalar(0.0)])
+        r = b.op("Add", [r, b.reduce("ReduceSum", nan_only, [axis])])
+    return r
 
 
 def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:
     """Normalize x viewed as grouped_shape over ``axis`` (the in-group elements); returns x's shape. epsilon is
-    the node's attribute."""
-    xg = b.op("Reshape", [x, grouped_shape])
+    the node's attribute. Statistics and normalisation run in float64 (two passes: mean, then the mean of squared
+    deviations): float32 accumulation over one large group (millions of elements) lost 1e-3 to 1 of accuracy in
+    onnxruntime's reductions, far from the fused kernels' float64-accumulated statistics. A runtime without
+    float64 (TensorRT's parser casts it to float32) keeps the float32 two-pass form."""
+    xg = b.op("Cast", [b.op("Reshape", [x, grouped_shape])], to=onnx.TensorProto.DOUBLE)
     mean = b.reduce("ReduceMean", xg, [axis])
     d = b.op("Sub", [xg, mean])
     var = b.reduce("ReduceMean", b.op("Mul", [d, d]), [axis])
-    eps = b.attr_ref("epsilon", "float")
-    yg = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, eps])])])
+    eps = b.op("Cast", [b.attr_ref("epsilon", "float")], to=onnx.TensorProto.DOUBLE)
+    yg = b.op("Cast", [b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, eps])])])], to=onnx.TensorProto.FLOAT)
     return b.op("Reshape", [yg, b.op("Shape", [x])])
 
 
@@ -217,7 +231,10 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
             return cache[name]
 
         z = _chain(b, "X", attrs.pre, lambda k: channel(f"extra_{k}"))
-        grouped = b.op("Concat", [b.ints([0]), groups, b.ints([-1])], axis=0)  # (N, G, -1)
+        # (N, G, C/G * S), every dimension explicit: Reshape cannot infer a -1 next to N = 0.
+        spatial = b.reduce("ReduceProd", b.op("Concat", [b.op("Shape", [z], start=2), b.ints([1])], axis=0), [0])
+        group_len = b.op("Mul", [b.op("Div", [b.op("Shape", [z], start=1, end=2), groups]), spatial])
+        grouped = b.op("Concat", [b.op("Shape", [z], start=0, end=1), groups, group_len], axis=0)
         y = _group_norm(b, z, grouped, axis=2)
         y = b.op("Add", [b.op("Mul", [y, channel("gamma")]), channel("beta")])
         y = _chain(b, y, attrs.post, lambda k: channel(f"extra_{k}"))
@@ -230,7 +247,9 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
         # Channels are the last axis; (C,) tensors broadcast there as they are.
         z = _chain(b, z, attrs.pre, lambda k: f"extra_{k}")
         lead = b.op("Shape", [z], start=0, end=-1)
-        grouped = b.op("Concat", [lead, groups, b.ints([-1])], axis=0)  # (..., G, C/G): every row its own sample
+        # (..., G, C/G): every row its own sample; no -1, so zero rows reshape too.
+        group_len = b.op("Div", [b.op("Shape", [z], start=-1), groups])
+        grouped = b.op("Concat", [lead, groups, group_len], axis=0)
         y = _group_norm(b, z, grouped, axis=-1)
         y = b.op("Add", [b.op("Mul", [y, "gamma"]), "beta"])
         y = _chain(b, y, attrs.post, lambda k: f"extra_{k}")

@@ -32,7 +32,7 @@ from onnxscript.rewriter import pattern as orp
 from fusedops import catalog
 from fusedops.errors import FusedopsError
 
-from . import functions
+from . import functions, validate
 
 DOMAIN = catalog.DOMAIN
 GN = catalog.GROUP_NORM_ACT.name
@@ -723,6 +723,7 @@ def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
     if opset is None or not functions.MIN_OPSET <= opset <= functions.MAX_OPSET:
         raise FusedopsError(f"the model's default-domain opset is {opset}; the fuser supports opsets "
                             f"{functions.MIN_OPSET}-{functions.MAX_OPSET}")
+    model = validate.checked_input(model, opset)  # every user error named before anything is rewritten
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # shapes only help; an un-inferable model still fuses what has known shapes

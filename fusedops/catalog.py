@@ -31,6 +31,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -460,42 +461,72 @@ class FusedAttrs:
         return d
 
 
+MAX_NUM_GROUPS = 2**31 - 1  # int32 in the C ABI's descriptor and TensorRT's INT fields
+
+
+def _int_attr(op: str, name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise CatalogError(f"{op}: attribute {quote(name)} must be an INT, got {_type_name(v)}")
+    return int(v)
+
+
+def _float_attr(op: str, name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise CatalogError(f"{op}: attribute {quote(name)} must be a FLOAT, got {_type_name(v)}")
+    return float(v)
+
+
+def _type_name(v) -> str:
+    return {str: "STRING", bytes: "STRING (bytes)", float: "FLOAT", int: "INT", bool: "bool",
+            list: "a list", tuple: "a tuple"}.get(type(v), type(v).__name__)
+
+
 def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
-    """Apply defaults and validate attributes of a fused node (raises CatalogError naming the attribute)."""
+    """Apply defaults and validate attributes of a fused node (raises CatalogError naming the attribute). Values
+    must have the attribute's type (INT: int, FLOAT: int or float, STRING: str or UTF-8 bytes)."""
     if op not in OPS:
-        raise CatalogError(f"unknown fused op {op!r}; known: {', '.join(OPS)}")
+        raise CatalogError(f"unknown fused op {quote(str(op))}; known: {', '.join(OPS)}")
     spec = OPS[op]
     known = {a.name for a in spec.attrs}
     for k in attrs:
         if k not in known:
-            raise CatalogError(f"{op}: unknown attribute {k!r}")
+            raise CatalogError(f"{op}: unknown attribute {quote(str(k))}; known: {', '.join(sorted(known))}")
     if "num_groups" not in attrs:
         raise CatalogError(f"{op}: attribute 'num_groups' is required")
-    g = int(attrs["num_groups"])
-    if g <= 0:
-        raise CatalogError(f"{op}: num_groups must be positive, got {g}")
-    eps = float(attrs.get("epsilon", 1e-5))
+    g = _int_attr(op, "num_groups", attrs["num_groups"])
+    if not 0 < g <= MAX_NUM_GROUPS:
+        raise CatalogError(f"{op}: num_groups must be positive and at most {MAX_NUM_GROUPS}, got {g}")
+    eps = _float_attr(op, "epsilon", attrs.get("epsilon", 1e-5))
     if not (eps >= 0.0) or math.isinf(eps):
         raise CatalogError(f"{op}: epsilon must be a finite non-negative number, got {eps}")
+
+    def text_attr(name: str, parse):
+        try:
+            return parse(attrs.get(name, ""))
+        except CatalogError as e:
+            raise CatalogError(f"{op}: attribute {quote(name)}: {e}") from None
+
     fa = FusedAttrs(
         num_groups=g,
         epsilon=eps,
-        pre=parse_chain(attrs.get("pre", "")),
-        post=parse_chain(attrs.get("post", "")),
-        reduce=parse_reduce(attrs.get("reduce", "")),
-        trans_b=int(attrs.get("trans_b", 1)),
-        allow_tf32=int(attrs.get("allow_tf32", 1)),
+        pre=text_attr("pre", parse_chain),
+        post=text_attr("post", parse_chain),
+        reduce=text_attr("reduce", parse_reduce),
+        trans_b=_int_attr(op, "trans_b", attrs.get("trans_b", 1)),
+        allow_tf32=_int_attr(op, "allow_tf32", attrs.get("allow_tf32", 1)),
     )
     if fa.trans_b not in (0, 1):
         raise CatalogError(f"{op}: trans_b must be 0 or 1, got {fa.trans_b}")
     if fa.allow_tf32 not in (0, 1):
         raise CatalogError(f"{op}: allow_tf32 must be 0 or 1, got {fa.allow_tf32}")
-    for key in ("plugin_namespace", "plugin_version"):
+    for key, want in (("plugin_namespace", PLUGIN_NAMESPACE), ("plugin_version", PLUGIN_VERSION)):
         if key in attrs:
-            v = attrs[key].decode() if isinstance(attrs[key], bytes) else attrs[key]
-            want = PLUGIN_NAMESPACE if key == "plugin_namespace" else PLUGIN_VERSION
-            if v != want:
-                raise CatalogError(f"{op}: {key} must be {want!r}, got {v!r}")
+            v = attrs[key]
+            if not isinstance(v, (str, bytes)):
+                raise CatalogError(f"{op}: attribute {quote(key)} must be a STRING, got {_type_name(v)}")
+            if (v if isinstance(v, str) else v.decode("latin-1")) != want:
+                shown = v if isinstance(v, str) else v.decode("utf-8", "backslashreplace")
+                raise CatalogError(f"{op}: {key} must be {quote(want)}, got {quote(shown)}")
     return fa
 
 
