@@ -160,7 +160,7 @@ def _reduce_channels(b: _Body, y: str, reduce: str, axis: int) -> str:
         m = b.reduce("ReduceMax", y, [axis])
         shift = b.op("Where", [b.op("IsInf", [m]), b.scalar(0.0), m])
         s = b.reduce("ReduceSum", b.op("Exp", [b.op("Sub", [y, shift])]), [axis])
-        return b.op("Add", [b.op("Log", [s]), shift])
+        return _keepdim_shape(b, b.op("Add", [b.op("Log", [s]), shift]), y, axis)
     op_type = {"min": "ReduceMin", "max": "ReduceMax", "sum": "ReduceSum", "mean": "ReduceMean"}[reduce]
     r = b.reduce(op_type, y, [axis])
     if reduce in ("min", "max"):
@@ -168,7 +168,17 @@ def _reduce_channels(b: _Body, y: str, reduce: str, axis: int) -> str:
         # elements (0 when there are none) restores that without touching ±inf.
         nan_only = b.op("Where", [b.op("IsNaN", [y]), y, b.scalar(0.0)])
         r = b.op("Add", [r, b.reduce("ReduceSum", nan_only, [axis])])
-    return r
+    return _keepdim_shape(b, r, y, axis)
+
+
+def _keepdim_shape(b: _Body, r: str, y: str, axis: int) -> str:
+    """r reshaped to y's shape with 1 on ``axis`` (1 or -1): onnxruntime's reductions return an empty input
+    unchanged (N = 0 or S = 0 kept C channels instead of 1); for a non-empty input this is a no-op."""
+    if axis == 1:
+        parts = [b.op("Shape", [y], start=0, end=1), b.ints([1]), b.op("Shape", [y], start=2)]
+    else:
+        parts = [b.op("Shape", [y], start=0, end=-1), b.ints([1])]
+    return b.op("Reshape", [r, b.op("Concat", parts, axis=0)])
 
 
 def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:

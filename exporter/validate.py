@@ -71,6 +71,11 @@ def _check_graph(graph: onnx.GraphProto) -> None:
         if vi.name in seen:
             raise ModelError(f"graph output {quote(vi.name)} is listed twice")
         seen.add(vi.name)
+    for kind, infos in (("graph input", graph.input), ("graph output", graph.output)):
+        for vi in infos:
+            if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+                raise ModelError(f"{kind} {quote(vi.name)} has a tensor type without a shape; ONNX requires one "
+                                 f"(dimensions may be left symbolic, e.g. 'N')")
     for kind, infos in (("graph input", graph.input), ("graph output", graph.output),
                         ("value_info", graph.value_info)):
         for vi in infos:
@@ -285,6 +290,7 @@ def _check_fused_node(node: onnx.NodeProto, index: int, shapes: _Shapes) -> cata
     if not isinstance(c, int):
         c = shapes.numel(node.input[spec.inputs.index("gamma")])
     _check_channels(where, c)
+    _check_declared_output(node, where, fa, x, c, shapes)
     if isinstance(c, int):
         if c % fa.num_groups != 0:
             raise ModelError(f"{where}: C={c} is not divisible by num_groups={fa.num_groups}")
@@ -297,6 +303,23 @@ def _check_fused_node(node: onnx.NodeProto, index: int, shapes: _Shapes) -> cata
     return fa
 
 
+def _check_declared_output(node, where: str, fa: catalog.FusedAttrs, x, c, shapes: _Shapes) -> None:
+    """A declared output shape that contradicts the op (e.g. C channels declared under a channel reduction)."""
+    y = shapes.of(node.output[0])
+    if y is None or x is None:
+        return
+    want = list(x)
+    axis = 1 if node.op_type == catalog.GROUP_NORM_ACT.name else len(want) - 1
+    if node.op_type != catalog.GROUP_NORM_ACT.name:
+        want[axis] = c if isinstance(c, int) else None
+    if fa.reduce:
+        want[axis] = 1
+    if len(y) != len(want) or any(a is not None and b is not None and a != b for a, b in zip(y, want)):
+        how = f" with reduce={quote(fa.reduce)}" if fa.reduce else ""
+        raise ModelError(f"{where}: output {quote(node.output[0])} is declared with shape {_shape_text(y)}, but "
+                         f"{node.op_type}{how} produces {_shape_text(want)}")
+
+
 def _explicit_attributes(node: onnx.NodeProto, fa: catalog.FusedAttrs) -> None:
     del node.attribute[:]
     for k, v in fa.onnx_attrs(node.op_type).items():
@@ -306,6 +329,20 @@ def _explicit_attributes(node: onnx.NodeProto, fa: catalog.FusedAttrs) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 # Entry
 # ---------------------------------------------------------------------------------------------------------------------
+
+def _checker_safety_net(model: onnx.ModelProto) -> None:
+    """onnx's checker on the input, after the named checks above: what they do not cover still ends in one line
+    (the fused model is checked again, fully, by the fuser)."""
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        if "is deprecated in domain_version" in first:
+            return  # e.g. GroupNormalization-18 (per-group scale): deprecated, still run by onnxruntime and fused
+        raise ModelError(f"the input model is not valid ONNX: {first}") from None
+    except (ValueError, MemoryError):
+        pass  # a model over protobuf's 2 GB limit: the checker cannot take it in memory; the fuser goes on
+
 
 def checked_input(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """FusedopsError naming the first problem of ``model`` (see the module doc); otherwise the model, or a copy
@@ -326,6 +363,7 @@ def checked_input(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
         _check_group_normalization(node, i, opset, shapes)
     if shapes is not None:
         _check_torch_group_norm_channels(graph, shapes)
+    _checker_safety_net(model)
     if not fused:
         return model
     out = onnx.ModelProto()

@@ -115,13 +115,14 @@ def gn_model(C: int = 8, G: int = 4, opset: int = 21, attrs: dict | None = None,
     shape = x_shape if x_shape is not None else ["N", C, 5]
     graph = helper.make_graph([node], "g", [vinfo("X", shape)], [vinfo("Y", shape)],
                               [init("scale", scale), init("bias", bias)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
 
 
 def fused_node_model(op: str = "GroupNormAct", C: int = 8, attrs: dict | None = None,
                      raw_attrs: list | None = None, x_shape=None, extras: int = 0, outputs=("Y",),
                      gamma_len: int | None = None, opset: int = 21) -> onnx.ModelProto:
-    """One hand-written fusedops node (no function body: the fuser adds it)."""
+    """One hand-written fusedops node (no function body: the fuser adds it); x_shape="unknown" declares X and Y
+    without a shape."""
     kw = {"num_groups": 4} if attrs is None else attrs
     if op == "GroupNormAct":
         inputs = ["X", "gamma", "beta"]
@@ -138,10 +139,16 @@ def fused_node_model(op: str = "GroupNormAct", C: int = 8, attrs: dict | None = 
     node = helper.make_node(op, inputs, list(outputs), domain="fusedops", name="fused", **kw)
     for a in raw_attrs or []:
         node.attribute.append(a)
-    out_shape = [shape[0], C] + list(shape[2:]) if op == "GroupNormAct" else [shape[0], C]
-    graph = helper.make_graph([node], "g", [vinfo("X", shape)], [vinfo(o, out_shape) for o in outputs], inits)
+    if shape == "unknown":  # X and Y declared without a shape
+        x_info, out_infos = vinfo("X", None), [vinfo(o, None) for o in outputs]
+    else:
+        out_shape = [shape[0], C] + list(shape[2:]) if op == "GroupNormAct" else list(shape[:-1]) + [C]
+        if kw.get("reduce"):
+            out_shape[1 if op == "GroupNormAct" else -1] = 1
+        x_info, out_infos = vinfo("X", shape), [vinfo(o, out_shape) for o in outputs]
+    graph = helper.make_graph([node], "g", [x_info], out_infos, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
-                                                   helper.make_opsetid("fusedops", 1)])
+                                                   helper.make_opsetid("fusedops", 1)], ir_version=10)
 
 
 def raw_attr(name: str, type_: int, **fields) -> onnx.AttributeProto:
