@@ -115,3 +115,13 @@ def test_descriptor_check_names_a_corrupt_chain(abi, num_steps, op, operand, mes
     err = ctypes.create_string_buffer(512)
     assert abi.load().fusedops_groupnorm_act_check(ctypes.byref(d), err, 512) == abi.ERR_INVALID_ARGUMENT
     assert err.value.decode() == message
+
+
+def test_num_extras_of_a_corrupt_operand_does_not_overflow(abi):
+    # Regression of tests/native/fuzz_regressions/num_extras_operand_int32_max (signed overflow under UBSan).
+    ch = abi.Chain()
+    ch.num_steps = 1
+    ch.steps[0].op, ch.steps[0].operand = 1, 2**31 - 1
+    assert abi.load().fusedops_num_extras(ctypes.byref(ch), None) == 2**31 - 1
+    ch.steps[0].operand = 7
+    assert abi.load().fusedops_num_extras(ctypes.byref(ch), ctypes.byref(ch)) == 8

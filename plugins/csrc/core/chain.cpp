@@ -5,6 +5,7 @@
 // ';' and ',' (no backtracking).
 #include <clocale>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <locale.h>
@@ -309,15 +310,17 @@ FUSEDOPS_API int fusedops_parse_reduce(const char* text, int32_t* out, char* err
 }
 
 FUSEDOPS_API int32_t fusedops_num_extras(const fusedops_chain* pre, const fusedops_chain* post) {
-  int32_t n = 0;
+  // int64: a corrupt operand of INT32_MAX must not overflow (found by scripts/fuzz_native.sh); such a chain fails
+  // the descriptor check anyway.
+  int64_t n = 0;
   for (const fusedops_chain* c : {pre, post}) {
     if (!c) continue;
     for (int32_t i = 0; i < c->num_steps && i < FUSEDOPS_MAX_STEPS; ++i)
       if (c->steps[i].op >= FUSEDOPS_STEP_ADD && c->steps[i].op <= FUSEDOPS_STEP_RDIV && c->steps[i].operand >= 0 &&
-          c->steps[i].operand + 1 > n)
-        n = c->steps[i].operand + 1;
+          static_cast<int64_t>(c->steps[i].operand) + 1 > n)
+        n = static_cast<int64_t>(c->steps[i].operand) + 1;
   }
-  return n;
+  return n > INT32_MAX ? INT32_MAX : static_cast<int32_t>(n);
 }
 
 }  // extern "C"
