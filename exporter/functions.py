@@ -122,9 +122,9 @@ def _step(b: _Body, x: str, s: catalog.Step, extra) -> str:
     if name == "tanh":
         return b.op("Tanh", [x])
     if name == "hardtanh":
-        lo = "" if p[0] == -math.inf else b.scalar(p[0])
-        hi = "" if p[1] == math.inf else b.scalar(p[1])
-        return b.op("Clip", [x, lo, hi])
+        # Both bounds always given (±inf included): an omitted bound is the type's finite limit in onnxruntime,
+        # so Clip(x, inf) gave FLT_MAX where clamp(x, inf, inf) is inf.
+        return b.op("Clip", [x, b.scalar(p[0]), b.scalar(p[1])])
     if name == "hardsigmoid":
         return b.op("HardSigmoid", [x], alpha=float(p[0]), beta=float(p[1]))
     if name == "hardswish":
@@ -178,7 +178,7 @@ def _keepdim_shape(b: _Body, r: str, y: str, axis: int) -> str:
         parts = [b.op("Shape", [y], start=0, end=1), b.ints([1]), b.op("Shape", [y], start=2)]
     else:
         parts = [b.op("Shape", [y], start=0, end=-1), b.ints([1])]
-    return b.op("Reshape", [r, b.op("Concat", parts, axis=0)])
+    return b.op("Reshape", [r, b.op("Concat", parts, axis=0)], allowzero=1)
 
 
 def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:
@@ -187,13 +187,14 @@ def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:
     deviations): float32 accumulation over one large group (millions of elements) lost 1e-3 to 1 of accuracy in
     onnxruntime's reductions, far from the fused kernels' float64-accumulated statistics. A runtime without
     float64 (TensorRT's parser casts it to float32) keeps the float32 two-pass form."""
-    xg = b.op("Cast", [b.op("Reshape", [x, grouped_shape])], to=onnx.TensorProto.DOUBLE)
+    # allowzero=1 on the reshapes with computed shapes: a 0 there is a size (S = 0), not "copy this dimension".
+    xg = b.op("Cast", [b.op("Reshape", [x, grouped_shape], allowzero=1)], to=onnx.TensorProto.DOUBLE)
     mean = b.reduce("ReduceMean", xg, [axis])
     d = b.op("Sub", [xg, mean])
     var = b.reduce("ReduceMean", b.op("Mul", [d, d]), [axis])
     eps = b.op("Cast", [b.attr_ref("epsilon", "float")], to=onnx.TensorProto.DOUBLE)
     yg = b.op("Cast", [b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, eps])])])], to=onnx.TensorProto.FLOAT)
-    return b.op("Reshape", [yg, b.op("Shape", [x])])
+    return b.op("Reshape", [yg, b.op("Shape", [x])], allowzero=1)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

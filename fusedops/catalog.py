@@ -547,6 +547,15 @@ def check_group_norm_shapes(op: str, C: int, a: FusedAttrs, gamma, beta, extras)
             raise CatalogError(f"{op}: extra input {k} has {t.numel()} elements, expected C={C}")
 
 
+def _group_norm(z: torch.Tensor, groups: int, gamma: torch.Tensor, beta: torch.Tensor, eps: float) -> torch.Tensor:
+    """F.group_norm, except where it refuses a legal input: with N * (C / G) * S == 1 (one sample, one element a
+    group) it raises "Expected more than 1 value per channel when training"; the math is (x - x) / sqrt(0 + eps)."""
+    if z.numel() and z.shape[0] * (z.shape[1] // groups) * math.prod(z.shape[2:]) == 1:
+        shape = [1, -1] + [1] * (z.dim() - 2)
+        return (z - z) * torch.rsqrt(torch.tensor(eps, dtype=z.dtype)) * gamma.reshape(shape) + beta.reshape(shape)
+    return F.group_norm(z, groups, gamma, beta, eps)
+
+
 def group_norm_act_reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
                              extras: Sequence[torch.Tensor], a: FusedAttrs) -> torch.Tensor:
     """Reference GroupNormAct in x's dtype (pass float64 tensors for a float64 reference)."""
@@ -560,7 +569,7 @@ def group_norm_act_reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.T
     work = x.float() if dt in (torch.float16, torch.bfloat16) else x
     ex = [e.reshape(-1).to(work.dtype) for e in extras]
     z = apply_chain(work, a.pre, ex)
-    z = F.group_norm(z, a.num_groups, gamma.reshape(-1).to(work.dtype), beta.reshape(-1).to(work.dtype), a.epsilon)
+    z = _group_norm(z, a.num_groups, gamma.reshape(-1).to(work.dtype), beta.reshape(-1).to(work.dtype), a.epsilon)
     z = apply_chain(z, a.post, ex)
     z = apply_reduce(z, a.reduce, dim=1)
     return z.to(dt)

@@ -115,6 +115,7 @@ def test_one_huge_group_matches_float64(shift, scale, library_too):
     ("GroupNormAct", ["N", 8, "S"], (2, 8, 0)),
     ("GroupNormAct", ["N", 8, "H", "W"], (0, 8, 2, 2)),
     ("GroupNormAct", ["N", 8], (0, 8)),
+    ("GroupNormAct", ["N", 8, "H", "W"], (1, 8, 1, 0)),  # found by the differential fuzz: Reshape read 0 as "copy"
     ("GemmGroupNormAct", ["M", 6], (0, 6)),
     ("GemmGroupNormAct", ["B", "M", 6], (2, 0, 6)),
 ])
@@ -205,3 +206,41 @@ def test_double_backward_is_right_or_refused():
         assert "create_graph" in str(e) or "double backward" in str(e)
         return
     assert ok
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Found by tests/test_fuzz_differential.py (kept as regressions)
+# ---------------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("post,special", [("hardtanh(inf,inf)", 0.0), ("hardtanh(-inf,-inf)", 0.0),
+                                          ("hardtanh(0,inf)", INF), ("hardtanh(-inf,0)", -INF),
+                                          ("hardtanh(-inf,inf)", NAN), ("hardtanh(-1,1)", NAN), ("relu", NAN)])
+def test_clamps_with_infinite_bounds_and_nan_inputs(post, special):
+    # onnxruntime's Clip used FLT_MAX for an omitted bound: clamp(x, inf, inf) came out as 3.4e38, not inf.
+    model = fuse_model(fused_node_model(attrs={"num_groups": 4, "post": "add(@0);" + post}, extras=1))
+    extra = np.zeros(8)
+    extra[2] = special
+    _set_extra(model, extra)
+    x = np.random.default_rng(9).standard_normal((2, 8, 3)).astype(np.float32)
+    want = _reference("GroupNormAct", x, model)
+    for sess in (_functions(model), _library(model)):
+        np.testing.assert_allclose(sess.run(None, {"X": x})[0], want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["GroupNormAct", "GemmGroupNormAct"])
+def test_one_sample_with_one_element_a_group(op):
+    # F.group_norm refuses N * (C / G) * S == 1 ("Expected more than 1 value per channel when training"); the
+    # catalog's reference (and the PyTorch op's CPU path built on it) computes the legal answer: beta.
+    from fusedops.plugins import torch_ops
+
+    model = fuse_model(fused_node_model(op, C=4, attrs={"num_groups": 4},
+                                        x_shape=["N", 4] if op == "GroupNormAct" else ["N", 6]))
+    x = np.random.default_rng(2).standard_normal((1, 4) if op == "GroupNormAct" else (1, 6)).astype(np.float32)
+    want = _reference(op, x, model)
+    np.testing.assert_allclose(want, np.zeros_like(want))  # beta = 0 in the helper's model
+    for sess in (_functions(model), _library(model)):
+        np.testing.assert_allclose(sess.run(None, {"X": x})[0], want, atol=1e-6)
+    if op == "GroupNormAct":
+        y = torch_ops.group_norm_act(torch.from_numpy(x), torch.ones(4), torch.full((4,), 0.5), [], 4, 1e-5, "", "",
+                                     "")
+        torch.testing.assert_close(y, torch.full((1, 4), 0.5))
