@@ -191,9 +191,13 @@ def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:
     xg = b.op("Cast", [b.op("Reshape", [x, grouped_shape], allowzero=1)], to=onnx.TensorProto.DOUBLE)
     mean = b.reduce("ReduceMean", xg, [axis])
     d = b.op("Sub", [xg, mean])
-    var = b.reduce("ReduceMean", b.op("Mul", [d, d]), [axis])
+    # ReduceSumSquare / n: the squares are not materialised (one pass over d, not two).
+    bounds = {"start": axis} if axis == -1 else {"start": axis, "end": axis + 1}
+    n = b.op("Cast", [b.op("Shape", [xg], **bounds)], to=onnx.TensorProto.DOUBLE)
+    var = b.op("Div", [b.reduce("ReduceSumSquare", d, [axis]), n])
     eps = b.op("Cast", [b.attr_ref("epsilon", "float")], to=onnx.TensorProto.DOUBLE)
-    yg = b.op("Cast", [b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, eps])])])], to=onnx.TensorProto.FLOAT)
+    rstd = b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [var, eps])])])  # per group: a multiply, not a divide
+    yg = b.op("Cast", [b.op("Mul", [d, rstd])], to=onnx.TensorProto.FLOAT)
     return b.op("Reshape", [yg, b.op("Shape", [x])], allowzero=1)
 
 

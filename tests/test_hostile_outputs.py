@@ -348,25 +348,38 @@ def test_api_raises_the_cli_text_as_a_fusedops_error_subclass(capsys, src, tmp_p
 # Inputs that cannot be read say why
 # ---------------------------------------------------------------------------------------------------------------------
 
-def test_input_problems_are_named(capsys, tmp_path):
-    out = tmp_path / "out.onnx"
-    cases = []
-    cases.append((tmp_path / "missing.onnx", "input file {q} does not exist"))
-    (tmp_path / "adir").mkdir()
-    cases.append((tmp_path / "adir", "input {q} is a directory, not an ONNX file"))
-    os.mkfifo(tmp_path / "fifo")
-    cases.append((tmp_path / "fifo", "input {q} is not a regular file"))
-    (tmp_path / "empty.onnx").write_bytes(b"")
-    cases.append((tmp_path / "empty.onnx", "input file {q} is empty, so not an ONNX file"))
-    (tmp_path / "text.onnx").write_bytes(b"\xff\xff\xff not protobuf")
-    cases.append((tmp_path / "text.onnx", "{q} is not an ONNX file (protobuf could not parse it: DecodeError)"))
-    (tmp_path / "dangling.onnx").symlink_to(tmp_path / "gone.onnx")
-    cases.append((tmp_path / "dangling.onnx", "input {q} is a dangling symbolic link to " +
-                  _q(tmp_path / "gone.onnx")))
-    for path, message in cases:
-        rc, _, err = cli(capsys, "fuse", path, out)
-        assert (rc, err) == (2, message.format(q=_q(path))), path
-    assert not out.exists()
+def _make_input(tmp_path: Path, kind: str) -> Path:
+    p = tmp_path / f"{kind}.onnx"
+    if kind == "folder":
+        p.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "empty":
+        p.write_bytes(b"")
+    elif kind == "garbage":
+        p.write_bytes(b"\xff\xff\xff not protobuf")
+    elif kind == "dangling":
+        p.symlink_to(tmp_path / "gone.onnx")
+    elif kind == "under-a-file":
+        (tmp_path / "afile").write_text("x")
+        p = tmp_path / "afile" / "m.onnx"
+    return p
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("missing", "input file {q} does not exist"),
+    ("folder", "input {q} is a directory, not an ONNX file"),
+    ("fifo", "input {q} is not a regular file"),
+    ("empty", "input file {q} is empty, so not an ONNX file"),
+    ("garbage", "{q} is not an ONNX file (protobuf could not parse it: DecodeError)"),
+    ("dangling", "input {q} is a dangling symbolic link to {gone}"),
+    ("under-a-file", "input file {q} does not exist (a parent of it is a file)"),
+])
+def test_input_problems_are_named(capsys, tmp_path, kind, message):
+    path = _make_input(tmp_path, kind)
+    rc, _, err = cli(capsys, "fuse", path, tmp_path / "out.onnx")
+    assert (rc, err) == (2, message.format(q=_q(path), gone=_q(tmp_path / "gone.onnx")))
+    assert not (tmp_path / "out.onnx").exists()
 
 
 def test_unreadable_input_is_not_called_not_onnx(tmp_path, monkeypatch, src):
