@@ -188,3 +188,18 @@ def test_native_message_is_cut_at_character_boundaries(lib, err_len):
     assert rc == 1
     full = python_chain(b"frobnicate(1);relu")[1].encode()
     assert err.raw[:err_len] == full[:err_len - 1] + b"\x00"
+
+
+def test_a_megabyte_attribute_does_not_hang_the_pytorch_op():
+    import torch
+
+    from fusedops.errors import FusedopsError
+    from fusedops.plugins import torch_ops
+
+    x = torch.randn(2, 8, 3)
+    torch_ops.group_norm_act(x, torch.ones(8), torch.zeros(8), [], 4, 1e-5, "relu", "", "")  # first call: op set-up
+    t0 = time.perf_counter()
+    with pytest.raises(FusedopsError) as ei:
+        torch_ops.group_norm_act(x, torch.ones(8), torch.zeros(8), [], 4, 1e-5, "1" * (1 << 20), "", "")
+    assert time.perf_counter() - t0 < 1.0  # was a hang with the regular-expression parser
+    assert str(ei.value) == "GroupNormAct: attribute 'pre': chain text is longer than 4096 bytes"
