@@ -593,7 +593,7 @@ def gemm_group_norm_act_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Ten
     check_group_norm_shapes(op, C, a, gamma, beta, extras)
     dt = x.dtype
     wt = w.t() if not a.trans_b else w
-    rows = x.reshape(math.prod(x.shape[:-1]), K)  # not -1: K = 0 would leave it ambiguous
+    rows = x.reshape(math.prod(x.shape[:-1]), K)  # not -1: with K = 0 the row count would be ambiguous
     z = F.linear(rows, wt.to(dt), b.reshape(-1).to(dt))
     y = group_norm_act_reference(z, gamma, beta, extras, a)
     return y.reshape(*x.shape[:-1], y.shape[-1])
