@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fusedops import catalog
-from hostile_support import ROOT, native_lib
+from hostile_support import ROOT, groupnorm_desc, native_lib
 
 NAN, INF = float("nan"), float("inf")
 
@@ -77,8 +77,7 @@ def test_gemm_logsumexp_keeps_a_nan_of_the_first_channels(abi, rows_with_nan):
 
 
 def _gn_desc(abi, **kw):
-    a = catalog.parse_attrs("GroupNormAct", {"num_groups": 4})
-    d = abi.groupnorm_desc(a, 2, 8, 3, torch.float32, torch.float32)
+    d = groupnorm_desc(abi, catalog.parse_attrs("GroupNormAct", {"num_groups": 4}), 2, 8, 3)
     for k, v in kw.items():
         setattr(d, k, v)
     return d
