@@ -12,10 +12,11 @@ inline that body and compute exactly the catalog semantics:
                                                                         axis, every row of Z is one sample
 
 GroupNorm statistics are per sample and group: mean, then the mean of squared deviations (biased, the stable
-two-pass form), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Bodies compute in float32 whatever X's type
-(float32, float16, bfloat16: inputs cast up, Y cast back to X's type) and work for default-domain opsets 17-23:
-ops whose form changed (Reduce* ``axes``) are emitted in the form of the model's opset, and ops newer than 17
-(Mish 18, Gelu 20) are decomposed.
+two-pass form, in float64), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. NaN and ±inf follow the PyTorch
+reference (min / max propagate NaN, logsumexp of a +inf channel is +inf). Bodies compute in float32 whatever X's
+type (float32, float16, bfloat16: inputs cast up, Y cast back to X's type; the statistics in float64) and work for
+default-domain opsets 17-23: ops whose form changed (Reduce* ``axes``) are emitted in the form of the model's opset,
+and ops newer than 17 (Mish 18, Gelu 20) are decomposed.
 """
 
 from __future__ import annotations
@@ -123,9 +124,9 @@ def _step(b: _Body, x: str, s: catalog.Step, extra) -> str:
     if name == "tanh":
         return b.op("Tanh", [x])
     if name == "hardtanh":
-        lo = "" if p[0] == -math.inf else b.scalar(p[0])
-        hi = "" if p[1] == math.inf else b.scalar(p[1])
-        return b.op("Clip", [x, lo, hi])
+        # Both bounds always given (±inf included): an omitted bound is the type's finite limit in onnxruntime,
+        # so Clip(x, inf) gave FLT_MAX where clamp(x, inf, inf) is inf.
+        return b.op("Clip", [x, b.scalar(p[0]), b.scalar(p[1])])
     if name == "hardsigmoid":
         return b.op("HardSigmoid", [x], alpha=float(p[0]), beta=float(p[1]))
     if name == "hardswish":
@@ -152,26 +153,54 @@ def _chain(b: _Body, x: str, steps: Sequence[catalog.Step], extra) -> str:
 
 
 def _reduce_channels(b: _Body, y: str, reduce: str, axis: int) -> str:
+    """reduce_C with the reference's NaN / inf semantics (torch.amin / amax / sum / mean / logsumexp)."""
     if reduce == "":
         return y
-    if reduce == "logsumexp":  # max-shifted, so large values do not overflow
+    if reduce == "logsumexp":
+        # Shift by the maximum so large values do not overflow; an infinite maximum is not subtracted (inf - inf
+        # would be NaN): shift 0 gives log(sum(exp(y))) = +inf for a +inf channel and -inf when all are -inf.
         m = b.reduce("ReduceMax", y, [axis])
-        s = b.reduce("ReduceSum", b.op("Exp", [b.op("Sub", [y, m])]), [axis])
-        return b.op("Add", [b.op("Log", [s]), m])
+        shift = b.op("Where", [b.op("IsInf", [m]), b.scalar(0.0), m])
+        s = b.reduce("ReduceSum", b.op("Exp", [b.op("Sub", [y, shift])]), [axis])
+        return _keepdim_shape(b, b.op("Add", [b.op("Log", [s]), shift]), y, axis)
     op_type = {"min": "ReduceMin", "max": "ReduceMax", "sum": "ReduceSum", "mean": "ReduceMean"}[reduce]
-    return b.reduce(op_type, y, [axis])
+    r = b.reduce(op_type, y, [axis])
+    if reduce in ("min", "max"):
+        # ReduceMin / ReduceMax may skip NaN (onnxruntime does); torch propagates it. Adding the sum of the NaN
+        # elements (0 when there are none) restores that without touching ±inf.
+        nan_only = b.op("Where", [b.op("IsNaN", [y]), y, b.scalar(0.0)])
+        r = b.op("Add", [r, b.reduce("ReduceSum", nan_only, [axis])])
+    return _keepdim_shape(b, r, y, axis)
+
+
+def _keepdim_shape(b: _Body, r: str, y: str, axis: int) -> str:
+    """r reshaped to y's shape with 1 on ``axis`` (1 or -1): onnxruntime's reductions return an empty input
+    unchanged (N = 0 or S = 0 kept C channels instead of 1); for a non-empty input this is a no-op."""
+    if axis == 1:
+        parts = [b.op("Shape", [y], start=0, end=1), b.ints([1]), b.op("Shape", [y], start=2)]
+    else:
+        parts = [b.op("Shape", [y], start=0, end=-1), b.ints([1])]
+    return b.op("Reshape", [r, b.op("Concat", parts, axis=0)], allowzero=1)
 
 
 def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:
     """Normalize x viewed as grouped_shape over ``axis`` (the in-group elements); returns x's shape. epsilon is
-    the node's attribute."""
-    xg = b.op("Reshape", [x, grouped_shape])
+    the node's attribute. Statistics and normalisation run in float64 (two passes: mean, then the mean of squared
+    deviations): float32 accumulation over one large group (millions of elements) lost 1e-3 to 1 of accuracy in
+    onnxruntime's reductions, far from the fused kernels' float64-accumulated statistics. A runtime without
+    float64 (TensorRT's parser casts it to float32) keeps the float32 two-pass form."""
+    # allowzero=1 on the reshapes with computed shapes: a 0 there is a size (S = 0), not "copy this dimension".
+    xg = b.op("Cast", [b.op("Reshape", [x, grouped_shape], allowzero=1)], to=onnx.TensorProto.DOUBLE)
     mean = b.reduce("ReduceMean", xg, [axis])
     d = b.op("Sub", [xg, mean])
-    var = b.reduce("ReduceMean", b.op("Mul", [d, d]), [axis])
-    eps = b.attr_ref("epsilon", "float")
-    yg = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, eps])])])
-    return b.op("Reshape", [yg, b.op("Shape", [x])])
+    # ReduceSumSquare / n: the squares are not materialised (one pass over d, not two).
+    bounds = {"start": axis} if axis == -1 else {"start": axis, "end": axis + 1}
+    n = b.op("Cast", [b.op("Shape", [xg], **bounds)], to=onnx.TensorProto.DOUBLE)
+    var = b.op("Div", [b.reduce("ReduceSumSquare", d, [axis]), n])
+    eps = b.op("Cast", [b.attr_ref("epsilon", "float")], to=onnx.TensorProto.DOUBLE)
+    rstd = b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [var, eps])])])  # per group: a multiply, not a divide
+    yg = b.op("Cast", [b.op("Mul", [d, rstd])], to=onnx.TensorProto.FLOAT)
+    return b.op("Reshape", [yg, b.op("Shape", [x])], allowzero=1)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -222,7 +251,10 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
             return cache[name]
 
         z = _chain(b, f32("X"), attrs.pre, lambda k: channel(f"extra_{k}"))
-        grouped = b.op("Concat", [b.ints([0]), groups, b.ints([-1])], axis=0)  # (N, G, -1)
+        # (N, G, C/G * S), every dimension explicit: Reshape cannot infer a -1 next to N = 0.
+        spatial = b.reduce("ReduceProd", b.op("Concat", [b.op("Shape", [z], start=2), b.ints([1])], axis=0), [0])
+        group_len = b.op("Mul", [b.op("Div", [b.op("Shape", [z], start=1, end=2), groups]), spatial])
+        grouped = b.op("Concat", [b.op("Shape", [z], start=0, end=1), groups, group_len], axis=0)
         y = _group_norm(b, z, grouped, axis=2)
         y = b.op("Add", [b.op("Mul", [y, channel("gamma")]), channel("beta")])
         y = _chain(b, y, attrs.post, lambda k: channel(f"extra_{k}"))
@@ -235,7 +267,9 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
         # Channels are the last axis; (C,) tensors broadcast there as they are.
         z = _chain(b, z, attrs.pre, lambda k: f32(f"extra_{k}"))
         lead = b.op("Shape", [z], start=0, end=-1)
-        grouped = b.op("Concat", [lead, groups, b.ints([-1])], axis=0)  # (..., G, C/G): every row its own sample
+        # (..., G, C/G): every row its own sample; no -1, so zero rows reshape too.
+        group_len = b.op("Div", [b.op("Shape", [z], start=-1), groups])
+        grouped = b.op("Concat", [lead, groups, group_len], axis=0)
         y = _group_norm(b, z, grouped, axis=-1)
         y = b.op("Add", [b.op("Mul", [y, f32("gamma")]), f32("beta")])
         y = _chain(b, y, attrs.post, lambda k: f32(f"extra_{k}"))

@@ -25,7 +25,7 @@ import onnx_ir as ir
 from fusedops import catalog
 from fusedops.errors import FusedopsError
 
-from . import canonical, functions
+from . import canonical, functions, validate
 from .fuser import FUSER, FUSER_LOCK
 from .report import FusionReport, build_report, mark_sites
 from .rule_util import DOMAIN, FUSED_OPS, attr, rank
@@ -121,7 +121,8 @@ def fuse_model_with_report(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Fus
     """``fuse_model`` and its fusion report."""
     if not isinstance(model, onnx.ModelProto):
         raise FusedopsError(f"fuse_model expects an onnx.ModelProto, got {type(model).__name__}")
-    check_opset(next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None))
+    opset = check_opset(next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None))
+    model = validate.checked_input(model, opset)  # every user error named before anything is rewritten
     inferred = infer_shapes(model)
     irm = ir.from_proto(inferred)
     fns, report = fuse_ir(irm)

@@ -1,9 +1,10 @@
 """Load and save ONNX files for the fuser, with ONNX's external-data format and in bounded memory.
 
-- ``load_model(src)``: the model proto without its external data (``onnx.load(load_external_data=False)``); every
-  external location is checked first (relative, no ``..``, inside the model's folder after resolving symlinks, an
-  existing file long enough for offset + length), then ONNX shape inference runs on the light proto and onnx-ir
-  maps the external tensors lazily (mmap): the fuser reads only the small constants it inspects.
+- ``load_model(src)``: the model proto without its external data; the input file and every external location are
+  checked first (``fusedops.input_files``: relative, no ``..``, no symbolic link on the way, an existing file long
+  enough for offset + length) and the model validated (``validate.checked_input``), then ONNX shape inference runs
+  on the light proto and onnx-ir maps the external tensors lazily (mmap): the fuser reads only the small constants
+  it inspects.
 - ``save_model(model, dst, src_data_files, force)``: onnx-ir's ``ir.save``. A model that came with external data,
   or whose tensors exceed ``EXTERNAL_THRESHOLD_BYTES``, gets its tensors in ``<dst name>.data`` next to the output
   (ir.save copies external tensors file to file with ``copy_file_range``, so the weights never sit in memory twice,
@@ -15,14 +16,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 
 import onnx
 import onnx_ir as ir
 
-from fusedops.errors import FusedopsError
+from fusedops.errors import InputFileError
 
 # Above this the serialized proto would come close to protobuf's 2 GB limit: write external data instead.
 EXTERNAL_THRESHOLD_BYTES = 1 << 30
@@ -40,91 +40,22 @@ class LoadedModel:
         return bool(self.data_files)
 
 
-def _graph_tensors(graph: onnx.GraphProto):
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    for node in graph.node:
-        yield from _attr_tensors(node.attribute)
-
-
-def _attr_tensors(attrs):
-    for a in attrs:
-        if a.HasField("t"):
-            yield a.t
-        yield from a.tensors
-        if a.HasField("g"):
-            yield from _graph_tensors(a.g)
-        for g in a.graphs:
-            yield from _graph_tensors(g)
-
-
-def _all_tensors(model: onnx.ModelProto):
-    yield from _graph_tensors(model.graph)
-    for fn in model.functions:
-        for node in fn.node:
-            yield from _attr_tensors(node.attribute)
-
-
-def _bad_location(location: str) -> str | None:
-    if not location:
-        return "is empty"
-    if PurePosixPath(location).is_absolute() or PureWindowsPath(location).is_absolute() or location[:1] in "/\\":
-        return "is absolute (external data must lie in the model's folder)"
-    if ".." in PurePosixPath(location).parts or ".." in PureWindowsPath(location).parts:
-        return "contains '..' (external data must lie in the model's folder)"
-    return None
-
-
-def check_external_data(model: onnx.ModelProto, folder: Path, what: str) -> set[Path]:
-    """Validate every external-data reference of ``model`` against ``folder``; returns the resolved data files.
-    FusedopsError names the tensor and the problem."""
-    base = folder.resolve()
-    files: set[Path] = set()
-    sizes: dict[Path, int] = {}
-    for t in _all_tensors(model):
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in t.external_data}
-        where = f"{what}: tensor {t.name!r}: external data location {info.get('location', '')!r}"
-        problem = _bad_location(info.get("location", ""))
-        if problem:
-            raise FusedopsError(f"{where} {problem}")
-        path = (folder / info["location"]).resolve()
-        if path != base and base not in path.parents:
-            raise FusedopsError(f"{where} resolves outside the model's folder (through a symbolic link)")
-        if not path.is_file():
-            raise FusedopsError(f"{where}: file {str(path.name)!r} not found next to the model")
-        try:
-            offset, length = int(info.get("offset", 0)), int(info["length"]) if "length" in info else None
-        except ValueError:
-            raise FusedopsError(f"{where}: offset / length are not integers") from None
-        size = sizes.setdefault(path, path.stat().st_size)
-        if offset < 0 or (length is not None and (length < 0 or offset + length > size)):
-            raise FusedopsError(f"{where}: offset {offset} + length {length} is past the end of the "
-                                f"{size}-byte file")
-        files.add(path)
-    return files
-
-
 def load_model(src) -> LoadedModel:
-    """Load an ONNX file for fusing (external data validated and memory-mapped, not read); FusedopsError if it is
-    missing, not ONNX, or references external data it must not."""
-    from .fuse import infer_shapes
+    """Load an ONNX file for fusing: the input file and every external-data location checked
+    (``fusedops.input_files``), the model validated (``validate.checked_input``), external tensors memory-mapped,
+    not read. InputFileError / ModelError name the problem."""
+    from fusedops.input_files import external_data_files, parse_model, read_input_file
 
-    path = Path(src).expanduser()
-    if not path.exists():
-        raise FusedopsError(f"input file {str(path)!r} does not exist")
-    if not path.is_file():
-        raise FusedopsError(f"input {str(path)!r} is not a file")
-    try:
-        proto = onnx.load(str(path), load_external_data=False)
-    except Exception as e:  # protobuf DecodeError and friends
-        raise FusedopsError(f"{str(path)!r} is not an ONNX file ({type(e).__name__})") from None
-    if not proto.graph.node and not proto.graph.output:
-        raise FusedopsError(f"{str(path)!r} is not an ONNX file (no graph)")
-    files = check_external_data(proto, path.parent, repr(str(path)))
+    from . import validate
+    from .fuse import check_opset, infer_shapes
+
+    if src is None or str(src).strip() == "":
+        raise InputFileError("input path is empty")
+    path = Path(os.fspath(src)).expanduser()
+    proto = parse_model(path, read_input_file(path))
+    files = {f.resolve() for f in external_data_files(proto, path.parent, path)}
+    opset = check_opset(next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None))
+    proto = validate.checked_input(proto, opset)
     model = ir.serde.deserialize_model(infer_shapes(proto))
     ir.external_data.set_base_dir(model.graph, path.parent)
     return LoadedModel(model, path, files)
@@ -141,33 +72,34 @@ def data_path_for(dst: Path) -> Path:
 
 def save_model(model: ir.Model, dst: Path, source: LoadedModel | None = None, force: bool = False,
                external: bool | None = None) -> Path | None:
-    """Write ``model`` to ``dst`` (already vetted by the caller: not the input, folder exists, overwrite allowed).
-    ``external`` None: external data when the input had it or the tensors are large. Returns the data file
-    written, if any."""
+    """Write ``model`` to ``dst`` under ``fusedops.safe_output``'s rules (never a directory, device or an input file;
+    an existing file only with ``force``; atomic). ``external`` None: external data when the input had it or the
+    tensors are large; the data file ``<dst>.data`` is checked by the same rules. Returns the data file written, if
+    any."""
+    from fusedops.safe_output import PendingOutput, check_output_path
+
+    from .fuse import check_fused
+
     if external is None:
         external = bool(source and source.has_external_data) or tensor_bytes(model) > EXTERNAL_THRESHOLD_BYTES
+    inputs = [source.path, *source.data_files] if source is not None else []
     data = data_path_for(dst) if external else None
     if data is not None:
-        if source is not None and data.resolve() in source.data_files:
-            raise FusedopsError(f"output data file {str(data)!r} is the input's external data; refusing to "
-                                f"overwrite it (choose another output name)")
-        if data.is_dir() or (data.exists() and not force):
-            raise FusedopsError(f"output data file {str(data)!r} exists; pass force=True (--force) to overwrite it")
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
+        check_output_path(data, force, inputs, what="output data file")
     data_existed = data is not None and data.exists()
-    try:
-        ir.save(model, tmp, external_data=data.name if data is not None else None, size_threshold_bytes=1024)
-        mode = 0o666 & ~_umask()  # mkstemp makes 0600; give the files the usual permissions
-        os.chmod(tmp, mode)
-        if data is not None and data.exists():
-            os.chmod(data, mode)
-        from .fuse import check_fused
 
-        check_fused(tmp, str(source.path) if source is not None else tmp)
-        os.replace(tmp, dst)
+    def write(tmp: Path) -> None:
+        # ir.save writes the data file next to tmp, i.e. at `data` (same folder), copying external tensors file
+        # to file; the model file is checked before it is put in place.
+        ir.save(model, tmp, external_data=data.name if data is not None else None, size_threshold_bytes=1024)
+        if data is not None and data.exists():
+            os.chmod(data, 0o666 & ~_umask())
+        check_fused(str(tmp), str(source.path) if source is not None else str(tmp))
+
+    try:
+        with PendingOutput(dst, force, inputs) as pending:
+            pending.commit_file(write)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
         if data is not None and not data_existed:
             data.unlink(missing_ok=True)
         raise

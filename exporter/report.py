@@ -69,10 +69,8 @@ class FusionReport:
         return f"fused {n - len(self.unfused)} of {n} GroupNorms into {self.fused_nodes} node(s)" + (
             f" ({ops})" if ops else "")
 
-    def write_json(self, path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return path
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
 
 
 def _name(node: ir.Node, index: int) -> str:

@@ -14,9 +14,26 @@ def fuse(src: str, dst: str, force: bool = False, report: str | None = None):
     return fuse_file(src, dst, force=force, report=report)
 
 
-def demo(**kw):
+def demo(models=None, backends=None, size: str | None = None, out_dir=None, repeats: int = 10, seed: int = 0,
+         force: bool = False, **kw):
+    """``fusedops demo``; arguments are checked before any export (UsageError naming the first bad one)."""
     from .demo import run_demo
-    return run_demo(**kw)
+    from .errors import UsageError
+
+    for name, items in (("models", models), ("backends", backends)):
+        if items is not None and (isinstance(items, (str, bytes)) or not all(
+                isinstance(m, (str, int)) and not isinstance(m, bool) for m in items)):
+            raise UsageError(f"{name} must be a list of names (or None for all), got {items!r}")
+    if size not in (None, "small", "bench"):
+        raise UsageError(f"size must be 'small', 'bench' or None, got {size!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise UsageError(f"repeats must be a positive integer, got {repeats!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(force, bool):
+        raise UsageError(f"force must be True or False, got {force!r}")
+    return run_demo(models=list(models) if models is not None else None, backends=backends, size=size,
+                    out_dir=out_dir, repeats=repeats, seed=seed, force=force, **kw)
 
 
 def verify(model_or_onnx: str, backend: str = "ort-cpu", **kw):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as _dt
+import io
 import json
 import math
 import statistics
@@ -33,6 +34,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
+from . import safe_output
 from .errors import FusedopsError
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -420,7 +422,7 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
               out_dir: str | Path = "artifacts/bench", precisions: Sequence[str] = PRECISIONS, input_sets: int = 3,
               use_compile: bool = True, compile_mode: str | None = None,
               compile_precisions: Sequence[str] = ("fp32", "tf32"), use_graphs: bool = True,
-              quiet: bool = False) -> BenchReport:
+              quiet: bool = False, force: bool = False) -> BenchReport:
     """Time every model (see module doc); returns the report and writes bench.json / bench.png into out_dir."""
     if not torch.cuda.is_available():
         raise FusedopsError("fusedops bench needs a CUDA GPU (torch.cuda.is_available() is False on this machine)")
@@ -434,6 +436,7 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
         raise FusedopsError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     if input_sets < 1:
         raise FusedopsError(f"input_sets must be >= 1, got {input_sets}")
+    out = safe_output.prepare_dir(out_dir, ["bench.json", "bench.png"], force)  # before minutes of timing
     precisions = list(precisions)
     for p in precisions:
         if p not in PRECISIONS:
@@ -481,10 +484,11 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
 
     _fill_ratios(report.rows)
     report.targets = _targets(report.rows)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(asdict(report), indent=1, default=_json_default))
-    plot(report, out / "bench.png")
+    safe_output.write_bytes(out / "bench.json", json.dumps(asdict(report), indent=1, default=_json_default).encode(),
+                            force=force)
+    png = io.BytesIO()
+    if plot(report, png) is not None:
+        safe_output.write_bytes(out / "bench.png", png.getvalue(), force=force)
     if not quiet:
         print_table(report)
         print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
@@ -535,7 +539,7 @@ def run_from_args(a) -> int:
     report = run_bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
                        precisions=a.precisions, input_sets=a.input_sets, use_compile=not a.no_compile,
                        compile_mode=a.compile_mode, compile_precisions=a.compile_precisions,
-                       use_graphs=not a.no_graphs)
+                       use_graphs=not a.no_graphs, force=getattr(a, "force", False))
     return 1 if report.errors else 0
 
 

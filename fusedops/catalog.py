@@ -27,10 +27,11 @@ Chains (``pre`` / ``post``)
 from __future__ import annotations
 
 import math
-import re
+import struct
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -134,60 +135,188 @@ def _operand_text(op: float | int | None) -> str:
     return _float_text(op)
 
 
-_STEP_RE = re.compile(r"^\s*([a-z_]+)\s*(?:\((.*)\))?\s*$")
-_NUM_RE = re.compile(r"^[+-]?(?:inf|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)$")
+# ---- Chain grammar (the same language as plugins/csrc/core/chain.cpp; tests/test_hostile_chain.py runs both over
+# one corpus and a differential fuzz). Linear-time hand-written scanners, no regular expressions:
+#   chain  := ws* [ step (";" step)* ] ws*          at most MAX_CHAIN_BYTES bytes, ASCII only
+#   step   := ws* name ws* [ "(" [ arg ("," arg)* ] ")" ] ws*      name := [a-z_]+
+#   arg    := ws* ( number | "@" digit+ ) ws*
+#   number := [+-]? ( "inf" | ( digit+ [ "." digit* ] | "." digit+ ) [ [eE] [+-]? digit+ ] )
+#   ws     := " " | "\t" | "\n" | "\r" | "\f" | "\v"
+# Numbers are parsed as double and rounded to float32 (chains run in float32); a finite literal that rounds to
+# infinity is rejected. Parameters: finite, except hardtanh's bounds (±inf allowed, min <= max); softplus beta != 0.
+MAX_CHAIN_BYTES = 4096
+_WS = " \t\n\r\f\v"
+_DIGITS = "0123456789"
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyz_"
+_QUOTE_LIMIT = 80  # characters of user text echoed in a message
 
 
-def parse_chain(text: str) -> list[Step]:
-    """Parse a chain attribute; raises CatalogError naming the bad step."""
+def quote(text: str, limit: int = _QUOTE_LIMIT) -> str:
+    """Single-quoted, escaped (one line, printable ASCII) and shortened user text for messages; chain.cpp's
+    quote() produces the same bytes."""
+    out = []
+    for ch in text[:limit]:
+        o = ord(ch)
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif 0x20 <= o < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+    return "'" + "".join(out) + ("...'" if len(text) > limit else "'")
+
+
+def _ascii_text(text, what: str) -> str:
+    """``text`` (str or UTF-8 bytes) as an ASCII str, at most MAX_CHAIN_BYTES bytes; CatalogError naming the first
+    byte that is not printable ASCII or whitespace. Offsets are byte offsets (they equal character offsets up to
+    the first non-ASCII character)."""
+    if isinstance(text, (bytes, bytearray)):
+        raw = bytes(text)
+    elif isinstance(text, str):
+        raw = text.encode("utf-8", "surrogatepass")
+    else:
+        raise CatalogError(f"{what} must be a string, got {type(text).__name__}")
+    if len(raw) > MAX_CHAIN_BYTES:
+        raise CatalogError(f"{what} is longer than {MAX_CHAIN_BYTES} bytes")
+    for i, b in enumerate(raw):
+        if b >= 0x80:
+            raise CatalogError(f"{what} has a non-ASCII byte 0x{b:02x} at offset {i} (only ASCII is accepted)")
+        if (b < 0x20 or b == 0x7F) and chr(b) not in _WS:
+            raise CatalogError(f"{what} has a control character 0x{b:02x} at offset {i}")
+    return raw.decode("ascii")
+
+
+def _to_float32(v: float) -> float:
+    """v rounded to float32 (as C's (float)v does); ±inf when it overflows."""
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def _strip(s: str) -> str:
+    return s.strip(_WS)
+
+
+def _number_syntax_ok(a: str) -> bool:
+    i, n = 0, len(a)
+    if i < n and a[i] in "+-":
+        i += 1
+    if a[i:] == "inf":
+        return True
+    int_digits = frac_digits = 0
+    while i < n and a[i] in _DIGITS:
+        i += 1
+        int_digits += 1
+    if i < n and a[i] == ".":
+        i += 1
+        while i < n and a[i] in _DIGITS:
+            i += 1
+            frac_digits += 1
+    if int_digits == 0 and frac_digits == 0:
+        return False
+    if i < n and a[i] in "eE":
+        i += 1
+        if i < n and a[i] in "+-":
+            i += 1
+        exp_digits = 0
+        while i < n and a[i] in _DIGITS:
+            i += 1
+            exp_digits += 1
+        if exp_digits == 0:
+            return False
+    return i == n
+
+
+def _parse_float(a: str, step: str) -> float:
+    """A number token as a Python float whose float32 rounding is the value the runtimes use."""
+    if not _number_syntax_ok(a):
+        raise CatalogError(f"malformed number {quote(a)} in step {quote(step)}")
+    v = float(a)  # linear in len(a); the text is bounded by MAX_CHAIN_BYTES
+    if math.isinf(_to_float32(v)) and a.lstrip("+-") != "inf":
+        raise CatalogError(f"number {quote(a)} in step {quote(step)} is out of float32 range (write inf)")
+    return v
+
+
+def _check_params(name: str, params: Sequence[float]) -> None:
+    params = [_to_float32(p) for p in params]  # judged as the runtimes see them
+    if name == "hardtanh":
+        if params[0] > params[1]:
+            raise CatalogError(f"step 'hardtanh' needs min <= max, got min={_float_text(params[0])} and "
+                               f"max={_float_text(params[1])}")
+        return
+    if any(math.isinf(p) for p in params):
+        raise CatalogError(f"parameters of step {quote(name)} must be finite")
+    if name == "softplus" and params[0] == 0.0:
+        raise CatalogError("step 'softplus' needs beta != 0")
+
+
+def parse_chain(text) -> list[Step]:
+    """Parse a chain attribute (str or UTF-8 bytes); raises CatalogError naming the bad step. Linear time."""
     if text is None:
         return []
-    if isinstance(text, bytes):
-        text = text.decode()
-    text = text.strip()
-    if not text:
+    full = _strip(_ascii_text(text, "chain text"))
+    if not full:
         return []
     steps: list[Step] = []
-    for raw in text.split(";"):
-        m = _STEP_RE.match(raw)
-        if not m:
-            raise CatalogError(f"malformed chain step {raw.strip()!r} in {text!r}")
-        name = STEP_ALIASES.get(m.group(1), m.group(1))
+    for raw in full.split(";"):
+        st = _strip(raw)
+        i = 0
+        while i < len(st) and st[i] in _NAME_CHARS:
+            i += 1
+        name_text = st[:i]
+        j = i
+        while j < len(st) and st[j] in _WS:
+            j += 1
+        args: list[str] = []
+        ok = bool(name_text)
+        if ok and j < len(st):
+            inner = st[j + 1:-1]
+            ok = st[j] == "(" and st[-1] == ")" and len(st) - 1 > j and "(" not in inner and ")" not in inner
+            if ok:
+                args = [_strip(a) for a in inner.split(",")]
+                if args == [""]:
+                    args = []
+        if not ok:
+            raise CatalogError(f"malformed chain step {quote(st)} in {quote(full)}")
+        name = STEP_ALIASES.get(name_text, name_text)
         if name not in STEP_KINDS:
-            raise CatalogError(f"unknown chain step {m.group(1)!r} in {text!r}; known: {', '.join(STEP_KINDS)}")
+            raise CatalogError(f"unknown chain step {quote(name_text)} in {quote(full)}; known: "
+                               f"{', '.join(STEP_KINDS)}")
         kind = STEP_KINDS[name]
-        args = [a.strip() for a in m.group(2).split(",")] if m.group(2) is not None else []
-        if args == [""]:
-            args = []
         if kind.binary:
             if len(args) != 1:
-                raise CatalogError(f"step {name!r} takes exactly one operand (a number or @k), got {len(args)}")
+                raise CatalogError(f"step {quote(name)} takes exactly one operand (a number or @k), got {len(args)}")
             a = args[0]
             if a.startswith("@"):
-                if not a[1:].isdigit():
-                    raise CatalogError(f"bad extra-input reference {a!r} in step {name!r}")
-                k = int(a[1:])
+                digits = a[1:]
+                if not digits or any(c not in _DIGITS for c in digits):
+                    raise CatalogError(f"bad extra-input reference {quote(a)} in step {quote(name)}")
+                significant = digits.lstrip("0") or "0"
+                k = int(significant) if len(significant) <= 9 else MAX_EXTRAS  # longer: out of range anyway
                 if k >= MAX_EXTRAS:
-                    raise CatalogError(f"extra input @{k} out of range (at most {MAX_EXTRAS} extras)")
+                    raise CatalogError(f"extra input {quote(a)} out of range in step {quote(name)} (at most "
+                                       f"{MAX_EXTRAS} extras, @0..@{MAX_EXTRAS - 1})")
                 steps.append(Step(name, operand=k))
             else:
                 steps.append(Step(name, operand=_parse_float(a, name)))
         else:
             if len(args) > len(kind.defaults):
                 raise CatalogError(
-                    f"step {name!r} takes at most {len(kind.defaults)} parameter(s), got {len(args)}")
+                    f"step {quote(name)} takes at most {len(kind.defaults)} parameter(s), got {len(args)}")
             params = [_parse_float(a, name) for a in args]
             params += list(kind.defaults[len(params):])
+            _check_params(name, params)
             steps.append(Step(name, params=tuple(params)))
     if len(steps) > MAX_STEPS:
         raise CatalogError(f"chain has {len(steps)} steps; at most {MAX_STEPS} are supported")
     return steps
-
-
-def _parse_float(a: str, step: str) -> float:
-    if not _NUM_RE.match(a):
-        raise CatalogError(f"malformed number {a!r} in step {step!r}")
-    return float(a)
 
 
 def chain_text(steps: Sequence[Step]) -> str:
@@ -224,13 +353,15 @@ def apply_chain(x: torch.Tensor, steps: Sequence[Step], extras: Sequence[torch.T
 REDUCE_CODES = {"": 0, "min": 1, "max": 2, "sum": 3, "mean": 4, "logsumexp": 5}
 
 
-def parse_reduce(text: str) -> str:
-    if isinstance(text, bytes):
-        text = text.decode()
-    text = (text or "").strip()
-    if text not in REDUCE_CODES:
-        raise CatalogError(f"unknown reduce {text!r}; expected one of {', '.join(repr(k) for k in REDUCE_CODES)}")
-    return text
+def parse_reduce(text) -> str:
+    """The reduce attribute (str or UTF-8 bytes, surrounding whitespace ignored) as a REDUCE_CODES key."""
+    if text is None:
+        return ""
+    t = _strip(_ascii_text(text, "reduce"))
+    if t not in REDUCE_CODES:
+        raise CatalogError(f"unknown reduce {quote(t)}; expected one of '', 'min', 'max', 'sum', 'mean', "
+                           f"'logsumexp'")
+    return t
 
 
 def apply_reduce(y: torch.Tensor, reduce: str, dim: int = 1) -> torch.Tensor:
@@ -330,42 +461,72 @@ class FusedAttrs:
         return d
 
 
+MAX_NUM_GROUPS = 2**31 - 1  # int32 in the C ABI's descriptor and TensorRT's INT fields
+
+
+def _int_attr(op: str, name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise CatalogError(f"{op}: attribute {quote(name)} must be an INT, got {_type_name(v)}")
+    return int(v)
+
+
+def _float_attr(op: str, name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise CatalogError(f"{op}: attribute {quote(name)} must be a FLOAT, got {_type_name(v)}")
+    return float(v)
+
+
+def _type_name(v) -> str:
+    return {str: "STRING", bytes: "STRING (bytes)", float: "FLOAT", int: "INT", bool: "bool",
+            list: "a list", tuple: "a tuple"}.get(type(v), type(v).__name__)
+
+
 def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
-    """Apply defaults and validate attributes of a fused node (raises CatalogError naming the attribute)."""
+    """Apply defaults and validate attributes of a fused node (raises CatalogError naming the attribute). Values
+    must have the attribute's type (INT: int, FLOAT: int or float, STRING: str or UTF-8 bytes)."""
     if op not in OPS:
-        raise CatalogError(f"unknown fused op {op!r}; known: {', '.join(OPS)}")
+        raise CatalogError(f"unknown fused op {quote(str(op))}; known: {', '.join(OPS)}")
     spec = OPS[op]
     known = {a.name for a in spec.attrs}
     for k in attrs:
         if k not in known:
-            raise CatalogError(f"{op}: unknown attribute {k!r}")
+            raise CatalogError(f"{op}: unknown attribute {quote(str(k))}; known: {', '.join(sorted(known))}")
     if "num_groups" not in attrs:
         raise CatalogError(f"{op}: attribute 'num_groups' is required")
-    g = int(attrs["num_groups"])
-    if g <= 0:
-        raise CatalogError(f"{op}: num_groups must be positive, got {g}")
-    eps = float(attrs.get("epsilon", 1e-5))
+    g = _int_attr(op, "num_groups", attrs["num_groups"])
+    if not 0 < g <= MAX_NUM_GROUPS:
+        raise CatalogError(f"{op}: num_groups must be positive and at most {MAX_NUM_GROUPS}, got {g}")
+    eps = _float_attr(op, "epsilon", attrs.get("epsilon", 1e-5))
     if not (eps >= 0.0) or math.isinf(eps):
         raise CatalogError(f"{op}: epsilon must be a finite non-negative number, got {eps}")
+
+    def text_attr(name: str, parse):
+        try:
+            return parse(attrs.get(name, ""))
+        except CatalogError as e:
+            raise CatalogError(f"{op}: attribute {quote(name)}: {e}") from None
+
     fa = FusedAttrs(
         num_groups=g,
         epsilon=eps,
-        pre=parse_chain(attrs.get("pre", "")),
-        post=parse_chain(attrs.get("post", "")),
-        reduce=parse_reduce(attrs.get("reduce", "")),
-        trans_b=int(attrs.get("trans_b", 1)),
-        allow_tf32=int(attrs.get("allow_tf32", 1)),
+        pre=text_attr("pre", parse_chain),
+        post=text_attr("post", parse_chain),
+        reduce=text_attr("reduce", parse_reduce),
+        trans_b=_int_attr(op, "trans_b", attrs.get("trans_b", 1)),
+        allow_tf32=_int_attr(op, "allow_tf32", attrs.get("allow_tf32", 1)),
     )
     if fa.trans_b not in (0, 1):
         raise CatalogError(f"{op}: trans_b must be 0 or 1, got {fa.trans_b}")
     if fa.allow_tf32 not in (0, 1):
         raise CatalogError(f"{op}: allow_tf32 must be 0 or 1, got {fa.allow_tf32}")
-    for key in ("plugin_namespace", "plugin_version"):
+    for key, want in (("plugin_namespace", PLUGIN_NAMESPACE), ("plugin_version", PLUGIN_VERSION)):
         if key in attrs:
-            v = attrs[key].decode() if isinstance(attrs[key], bytes) else attrs[key]
-            want = PLUGIN_NAMESPACE if key == "plugin_namespace" else PLUGIN_VERSION
-            if v != want:
-                raise CatalogError(f"{op}: {key} must be {want!r}, got {v!r}")
+            v = attrs[key]
+            if not isinstance(v, (str, bytes)):
+                raise CatalogError(f"{op}: attribute {quote(key)} must be a STRING, got {_type_name(v)}")
+            if (v if isinstance(v, str) else v.decode("latin-1")) != want:
+                shown = v if isinstance(v, str) else v.decode("utf-8", "backslashreplace")
+                raise CatalogError(f"{op}: {key} must be {quote(want)}, got {quote(shown)}")
     return fa
 
 
@@ -386,6 +547,15 @@ def check_group_norm_shapes(op: str, C: int, a: FusedAttrs, gamma, beta, extras)
             raise CatalogError(f"{op}: extra input {k} has {t.numel()} elements, expected C={C}")
 
 
+def _group_norm(z: torch.Tensor, groups: int, gamma: torch.Tensor, beta: torch.Tensor, eps: float) -> torch.Tensor:
+    """F.group_norm, except where it refuses a legal input: with N * (C / G) * S == 1 (one sample, one element a
+    group) it raises "Expected more than 1 value per channel when training"; the math is (x - x) / sqrt(0 + eps)."""
+    if z.numel() and z.shape[0] * (z.shape[1] // groups) * math.prod(z.shape[2:]) == 1:
+        shape = [1, -1] + [1] * (z.dim() - 2)
+        return (z - z) * torch.rsqrt(torch.tensor(eps, dtype=z.dtype)) * gamma.reshape(shape) + beta.reshape(shape)
+    return F.group_norm(z, groups, gamma, beta, eps)
+
+
 def group_norm_act_reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
                              extras: Sequence[torch.Tensor], a: FusedAttrs) -> torch.Tensor:
     """Reference GroupNormAct in x's dtype (pass float64 tensors for a float64 reference)."""
@@ -399,7 +569,7 @@ def group_norm_act_reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.T
     work = x.float() if dt in (torch.float16, torch.bfloat16) else x
     ex = [e.reshape(-1).to(work.dtype) for e in extras]
     z = apply_chain(work, a.pre, ex)
-    z = F.group_norm(z, a.num_groups, gamma.reshape(-1).to(work.dtype), beta.reshape(-1).to(work.dtype), a.epsilon)
+    z = _group_norm(z, a.num_groups, gamma.reshape(-1).to(work.dtype), beta.reshape(-1).to(work.dtype), a.epsilon)
     z = apply_chain(z, a.post, ex)
     z = apply_reduce(z, a.reduce, dim=1)
     return z.to(dt)

@@ -8,6 +8,25 @@ import sys
 from .errors import FusedopsError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one line (``fusedops: error: ...``, exit 2) instead of the usage
+    text plus the error; ``--help`` still shows the usage."""
+
+    def error(self, message: str):
+        sub = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
+        self.exit(2, f"fusedops: error: {sub}{message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
+    return v
+
+
 def _cmd_export(a):
     from .api import export
     path = export(a.model, a.out, size=a.size, dynamic_batch=not a.static_batch, force=a.force)
@@ -33,7 +52,7 @@ def _cmd_fuse(a):
 def _cmd_demo(a):
     from .api import demo
     results = demo(models=a.models or None, backends=a.backends or None, size=a.size, out_dir=a.out_dir,
-                   repeats=a.repeats)
+                   repeats=a.repeats, force=a.force)
     return 1 if any(r.ok is False for r in results) else 0
 
 
@@ -86,7 +105,7 @@ def _cmd_loadtest(a):
 def make_parser() -> argparse.ArgumentParser:
     from .verify import BACKENDS
 
-    p = argparse.ArgumentParser(prog="fusedops", description=__doc__.split("\n")[0])
+    p = _Parser(prog="fusedops", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("export", help="export a reference model to ONNX and fuse it")
@@ -113,19 +132,21 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--size", choices=["small", "bench"], default=None,
                    help="default: bench with a CUDA GPU, small otherwise")
     s.add_argument("--out-dir", default=None, help="keep the ONNX files and a JSON report here")
-    s.add_argument("--repeats", type=int, default=10)
+    s.add_argument("--force", action="store_true", help="replace files of an earlier run in --out-dir")
+    s.add_argument("--repeats", type=_positive_int, default=10)
     s.set_defaults(fn=_cmd_demo)
 
     s = sub.add_parser("verify", help="run one model on one backend and compare with eager PyTorch")
     s.add_argument("model")
     s.add_argument("--backend", choices=list(BACKENDS), default="ort-cpu")
     s.add_argument("--size", choices=["small", "bench"], default="small")
-    s.add_argument("--batch", type=int, default=None)
+    s.add_argument("--batch", type=_positive_int, default=None)
     s.set_defaults(fn=_cmd_verify)
 
     s = sub.add_parser("bench", help="GPU benchmark of the fused models against eager, compile and the GEMM floor")
     from .bench import add_arguments as add_bench_arguments
     add_bench_arguments(s)
+    s.add_argument("--force", action="store_true", help="replace bench.json / bench.png of an earlier run")
     s.set_defaults(fn=_cmd_bench)
 
     s = sub.add_parser("build-native", help="build the native libraries (CUDA kernels, ORT and TensorRT adapters)")

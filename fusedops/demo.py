@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import safe_output
 from .errors import FusedopsError
 from .verify import BACKENDS, TOLERANCES, BackendResult, RunContext, run_backend
 
@@ -23,7 +24,7 @@ def _default_size() -> str:
 
 def run_demo(models: list[str] | None = None, backends: list[str] | None = None, size: str | None = None,
              out_dir: str | None = None, repeats: int = 10, seed: int = 0, console: Console | None = None,
-             ) -> list[BackendResult]:
+             force: bool = False) -> list[BackendResult]:
     from .pipeline import export_unfused_and_fused
     from .models import REGISTRY, get_entry
 
@@ -42,8 +43,8 @@ def run_demo(models: list[str] | None = None, backends: list[str] | None = None,
 
     results: list[BackendResult] = []
     tmp = tempfile.TemporaryDirectory() if out_dir is None else None
-    work = Path(out_dir) if out_dir else Path(tmp.name)
-    work.mkdir(parents=True, exist_ok=True)
+    work = Path(tmp.name) if out_dir is None else safe_output.prepare_dir(out_dir, [
+        f"{e.key}.{size}{ext}" for e in entries for ext in (".onnx", ".fused.onnx")] + ["demo.json"], force)
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as progress:
@@ -53,7 +54,7 @@ def run_demo(models: list[str] | None = None, backends: list[str] | None = None,
                 model = entry.build(size, seed=seed)
                 fused_path = work / f"{entry.key}.{size}.fused.onnx"
                 unfused_path = work / f"{entry.key}.{size}.onnx"
-                export_unfused_and_fused(model, entry, size, unfused_path, fused_path)
+                export_unfused_and_fused(model, entry, size, unfused_path, fused_path, force=force)
                 progress.advance(task)
                 gen = torch.Generator().manual_seed(seed + 1)
                 ctx = RunContext(entry, size, model, fused_path, unfused_path, entry.inputs(size, generator=gen),
@@ -85,7 +86,8 @@ def run_demo(models: list[str] | None = None, backends: list[str] | None = None,
     console.print(f"{len(ran)} run, {len(ran) - len(failed)} passed, {len(failed)} failed, "
                   f"{len(results) - len(ran)} not available here")
     if out_dir:
-        (work / "demo.json").write_text(json.dumps([r.__dict__ for r in results], indent=2))
+        safe_output.write_bytes(work / "demo.json", json.dumps([r.__dict__ for r in results], indent=2).encode(),
+                                force=force)
     return results
 
 

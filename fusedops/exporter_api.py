@@ -1,88 +1,66 @@
 """Export / fuse entry points behind ``fusedops export`` and ``fusedops fuse``.
 
-Each function prints nothing and raises ``FusedopsError`` (one-line message naming the problem) for bad input.
-Outputs are written atomically (temp file in the destination folder + rename): a failure leaves nothing behind,
-an existing output is replaced only with ``force=True``, and the input file is never overwritten.
+Each function prints nothing and raises a ``FusedopsError`` subclass (one-line message naming the problem) for bad
+input. Outputs go through ``fusedops.safe_output``: validated before the long work, written atomically, an existing
+file replaced only with ``force=True``, never a directory, device or the input (see that module for the rules).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import onnx
 
-from .errors import FusedopsError
+from . import input_files
+from .catalog import quote
+from .errors import OutputFileError, UsageError
+from .input_files import load_onnx_with_inputs  # noqa: F401 - part of this module's API
+from .safe_output import PendingOutput, check_output_path, write_bytes
 
 if TYPE_CHECKING:  # the exporter imports torch: keep it out of plain `import fusedops`
     from fusedops.exporter.report import FusionReport
+
+_PROTOBUF_LIMIT = 2**31 - 1  # a single ONNX file (no external data) cannot be larger
 
 
 def _entry(model_name: str):
     from fusedops.models.registry import get_entry
 
+    if not isinstance(model_name, (str, int)) or isinstance(model_name, bool):
+        raise UsageError(f"model must be a model key or number, got {type(model_name).__name__}")
     try:
         return get_entry(model_name)
     except ValueError as e:
-        raise FusedopsError(str(e)) from None
+        raise UsageError(str(e)) from None
 
 
 def _check_size(size: str) -> None:
     if size not in ("small", "bench"):
-        raise FusedopsError(f"size must be 'small' or 'bench', got {size!r}")
+        raise UsageError(f"size must be 'small' or 'bench', got {size!r}")
 
 
-def _prepare_output(out, force: bool, src: Path | None = None) -> Path:
-    dst = Path(out).expanduser()
-    if str(out).strip() == "":
-        raise FusedopsError("output path is empty")
-    if src is not None and dst.resolve() == src.resolve():
-        raise FusedopsError(f"output {str(dst)!r} is the input file; refusing to overwrite the input")
-    if dst.is_dir():
-        raise FusedopsError(f"output {str(dst)!r} is a directory")
-    if dst.exists() and not force:
-        raise FusedopsError(f"output {str(dst)!r} exists; pass force=True (--force) to overwrite it")
-    if not dst.parent.exists():
-        raise FusedopsError(f"output folder {str(dst.parent)!r} does not exist")
-    return dst
+def _check_flag(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise UsageError(f"{name} must be True or False, got {value!r}")
 
 
-def _save_atomic(model: onnx.ModelProto, dst: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(model.SerializeToString())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dst
+def _serialize(model: onnx.ModelProto, dst: Path) -> bytes:
+    if model.ByteSize() > _PROTOBUF_LIMIT:
+        raise OutputFileError(f"the model for {quote(str(dst))} is {model.ByteSize()} bytes, over protobuf's 2 GB "
+                              f"limit for one ONNX file")
+    return model.SerializeToString()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _q(path) -> str:
+    return quote(os.fsdecode(path), limit=200)
 
 
 def load_onnx(src) -> onnx.ModelProto:
-    """Load an ONNX file; FusedopsError if it is missing or not an ONNX model."""
-    path = Path(src).expanduser()
-    if not path.exists():
-        raise FusedopsError(f"input file {str(path)!r} does not exist")
-    if not path.is_file():
-        raise FusedopsError(f"input {str(path)!r} is not a file")
-    try:
-        model = onnx.load(str(path))
-    except Exception as e:  # protobuf DecodeError and friends
-        raise FusedopsError(f"{str(path)!r} is not an ONNX file ({type(e).__name__})") from None
-    if not model.graph.node and not model.graph.output:
-        raise FusedopsError(f"{str(path)!r} is not an ONNX file (no graph)")
-    return model
+    """Load an ONNX file (external data included); InputFileError naming the problem."""
+    return input_files.load_onnx_with_inputs(src)[0]
 
 
 def export_unfused_model(model_name: str, size: str = "small", dynamic_batch: bool = True) -> onnx.ModelProto:
@@ -102,14 +80,17 @@ def export_fused_model(model_name: str, size: str = "small", dynamic_batch: bool
 def export(model_name: str, out, size: str = "small", dynamic_batch: bool = True, force: bool = False,
            fuse: bool = True) -> Path:
     """Export reference model ``model_name`` (key, number or module name) to ``out``: torch → ONNX → fused ONNX
-    (``fuse=False``: the standard export only), checked with the ONNX checker. Returns the written path."""
+    (``fuse=False``: the standard export only), checked with the ONNX checker. The output is validated before the
+    export (which takes seconds to minutes). Returns the written path."""
     _entry(model_name)
     _check_size(size)
-    dst = _prepare_output(out, force)
-    model = (export_fused_model if fuse else export_unfused_model)(model_name, size=size,
-                                                                    dynamic_batch=dynamic_batch)
-    onnx.checker.check_model(model, full_check=True)
-    return _save_atomic(model, dst)
+    for name, flag in (("dynamic_batch", dynamic_batch), ("force", force), ("fuse", fuse)):
+        _check_flag(name, flag)
+    with PendingOutput(out, force) as pending:
+        model = (export_fused_model if fuse else export_unfused_model)(model_name, size=size,
+                                                                        dynamic_batch=dynamic_batch)
+        onnx.checker.check_model(model, full_check=True)
+        return pending.commit(_serialize(model, pending.path))
 
 
 def export_unfused(model_name: str, out, size: str = "small", dynamic_batch: bool = True,
@@ -136,26 +117,26 @@ class FuseResult:
 def fuse_file(src, dst, force: bool = False, report=None) -> FuseResult:
     """Fuse the ONNX file ``src`` into ``dst``; the input's files are never modified. A model with external data
     (or over 1 GB of tensors) is written with its tensors in ``<dst>.data`` next to ``dst``, in bounded memory.
-    ``report``: also write the fusion report there as JSON. Returns the paths and the report."""
+    ``report``: also write the fusion report there as JSON. Every input and output problem is named before the
+    fusion runs. Returns the paths and the report."""
     from fusedops.exporter.fuse import fuse_ir
     from fusedops.exporter.model_io import load_model, save_model
 
-    src_path = Path(src).expanduser()
-    loaded = load_model(src_path)
-    dst_path = _prepare_output(dst, force, src=src_path)
+    _check_flag("force", force)
+    loaded = load_model(src)
+    inputs = [loaded.path, *loaded.data_files]
+    dst_path = check_output_path(dst, force, inputs)
     report_path = None
     if report is not None:
-        report_path = Path(report).expanduser()
-        if report_path.resolve() in ({src_path.resolve(), dst_path.resolve()} | loaded.data_files):
-            raise FusedopsError(f"report {str(report_path)!r} would overwrite a model file")
-        if not report_path.parent.is_dir():
-            raise FusedopsError(f"report folder {str(report_path.parent)!r} does not exist")
+        report_path = check_output_path(report, force, [*inputs, dst_path], what="report")
+        if report_path.resolve() == dst_path.resolve():
+            raise OutputFileError(f"report {_q(report_path)} is the output model; choose another name")
     fns, fusion_report = fuse_ir(loaded.model)
     if not fns:  # nothing fused: write the input as it was, not its canonicalised form
-        loaded = load_model(src_path)
+        loaded = load_model(src)
     data = save_model(loaded.model, dst_path, loaded, force=force)
     if report_path is not None:
-        fusion_report.write_json(report_path)
+        write_bytes(report_path, fusion_report.to_json().encode(), force, [*inputs, dst_path], what="report")
     return FuseResult(dst_path, fusion_report, data)
 
 

@@ -7,9 +7,11 @@ from pathlib import Path
 import onnx
 import torch
 
+from . import safe_output
+
 
 def export_unfused_and_fused(model: torch.nn.Module, entry, size: str, unfused_path: Path, fused_path: Path,
-                             dynamic_batch: bool = True) -> tuple[Path, Path]:
+                             dynamic_batch: bool = True, force: bool = False) -> tuple[Path, Path]:
     from .exporter.export import export_module
     from .exporter.fuse import fuse_model
 
@@ -18,6 +20,6 @@ def export_unfused_and_fused(model: torch.nn.Module, entry, size: str, unfused_p
     unfused = export_module(model, example, dynamic_batch=dynamic_batch)
     fused = fuse_model(unfused)
     onnx.checker.check_model(fused, full_check=True)
-    onnx.save(unfused, str(unfused_path))
-    onnx.save(fused, str(fused_path))
+    safe_output.write_bytes(unfused_path, unfused.SerializeToString(), force=force)
+    safe_output.write_bytes(fused_path, fused.SerializeToString(), force=force)
     return unfused_path, fused_path

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .errors import FusedopsError
+from .errors import FusedopsError, UsageError
 
 # Pass/fail tolerances against eager PyTorch (float32 inputs), per backend precision.
 TOLERANCES = {
@@ -308,29 +308,46 @@ def run_backend(ctx: RunContext, backend: Backend) -> BackendResult:
     return r
 
 
+def _check_arguments(model, backend, size, batch, seed, force) -> None:
+    """UsageError naming the first bad argument (before any export)."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if size not in ("small", "bench"):
+        raise UsageError(f"size must be 'small' or 'bench', got {size!r}")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise UsageError(f"batch must be a positive integer (or None for the model's default), got {batch!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(force, bool):
+        raise UsageError(f"force must be True or False, got {force!r}")
+    if not isinstance(model, (str, int)) or isinstance(model, bool):
+        raise UsageError(f"model must be a model key or number, got {type(model).__name__}")
+
+
 def verify(model: str, backend: str = "ort-cpu", size: str = "small", workdir: str | None = None,
-           batch: int | None = None, seed: int = 0) -> BackendResult:
-    """Export + fuse a reference model, run it on one backend, compare with eager PyTorch."""
+           batch: int | None = None, seed: int = 0, force: bool = False) -> BackendResult:
+    """Export + fuse a reference model, run it on one backend, compare with eager PyTorch. ``workdir`` keeps the
+    fused ONNX file (an earlier one there is replaced only with ``force=True``); default: a temporary folder."""
     import tempfile
 
+    from . import safe_output
     from .exporter_api import export
     from .models import get_entry
 
-    if backend not in BACKENDS:
-        raise FusedopsError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    _check_arguments(model, backend, size, batch, seed, force)
     try:
         entry = get_entry(model)
     except ValueError as e:
-        raise FusedopsError(str(e)) from None
+        raise UsageError(str(e)) from None
     b = BACKENDS[backend]
     reason = b.available()
     if reason:
         raise FusedopsError(f"backend {backend} cannot run here: {reason}")
+    name = f"{entry.key}.{size}.fused.onnx"
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(workdir) if workdir else Path(tmp)
-        base.mkdir(parents=True, exist_ok=True)
-        onnx_path = base / f"{entry.key}.{size}.fused.onnx"
-        export(entry.key, str(onnx_path), size=size, force=True)
+        base = safe_output.prepare_dir(workdir, [name], force) if workdir is not None else Path(tmp)
+        onnx_path = base / name
+        export(entry.key, str(onnx_path), size=size, force=force)
         ref_model = entry.build(size, seed=seed)
         gen = torch.Generator().manual_seed(seed + 1)
         inputs = entry.inputs(size, batch=batch, generator=gen)

@@ -40,12 +40,19 @@ class ModelNew(nn.Module):
         self.hardtanh = nn.Hardtanh()
         self.mish = nn.Mish()
         self.groupnorm = nn.GroupNorm(num_groups=num_groups, num_channels=out_features)
+        self.refresh_chains()
+
+    def refresh_chains(self) -> None:
+        """Build the chain text from the submodules' constants: once here, not in forward (formatting floats on
+        every call broke torch.compile(fullgraph=True) once a second instance made them symbolic floats). Call
+        again after changing ``hardtanh.min_val`` / ``max_val``."""
+        lo, hi = torch_ops.chain_number(self.hardtanh.min_val), torch_ops.chain_number(self.hardtanh.max_val)
+        self.pre_chain = f"add(@0);hardtanh({lo},{hi});mish"
 
     def forward(self, x):
-        lo, hi = torch_ops.chain_number(self.hardtanh.min_val), torch_ops.chain_number(self.hardtanh.max_val)
         return torch_ops.gemm_group_norm_act(x, self.gemm.weight, self.gemm.bias, self.groupnorm.weight,
                                              self.groupnorm.bias, [self.bias], self.groupnorm.num_groups,
-                                             self.groupnorm.eps, f"add(@0);hardtanh({lo},{hi});mish", "", "")
+                                             self.groupnorm.eps, self.pre_chain, "", "")
 
 
 def get_inputs():

@@ -37,11 +37,17 @@ class ModelNew(nn.Module):
         self.fc = nn.Linear(input_size, hidden_size)
         self.gn = nn.GroupNorm(num_groups=num_groups, num_channels=hidden_size, eps=eps)
         self.leaky_relu = nn.LeakyReLU(negative_slope=negative_slope)
+        self.refresh_chains()
+
+    def refresh_chains(self) -> None:
+        """Build the chain text from the submodules' constants: once here, not in forward (formatting a float on
+        every call broke torch.compile(fullgraph=True) once a second instance made the slope a symbolic float).
+        Call again after changing ``leaky_relu.negative_slope``."""
+        self.post_chain = f"leaky_relu({torch_ops.chain_number(self.leaky_relu.negative_slope)});mul(2)"
 
     def forward(self, x):
-        post = f"leaky_relu({torch_ops.chain_number(self.leaky_relu.negative_slope)});mul(2)"
         return torch_ops.gemm_group_norm_act(x, self.fc.weight, self.fc.bias, self.gn.weight, self.gn.bias, [],
-                                             self.gn.num_groups, self.gn.eps, "", post, "")
+                                             self.gn.num_groups, self.gn.eps, "", self.post_chain, "")
 
 
 def get_inputs():

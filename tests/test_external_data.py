@@ -83,12 +83,12 @@ def test_small_external_model_runs_the_same_after_fusing(tmp_path):
 
 
 @pytest.mark.parametrize("location,fragment", [
-    ("/etc/passwd", "is absolute"),
-    ("../outside.data", "contains '..'"),
-    ("sub/../../outside.data", "contains '..'"),
-    ("missing.data", "not found next to the model"),
-    ("link.data", "resolves outside the model's folder"),
-    ("short.data", "past the end of the"),
+    ("/etc/passwd", "an absolute path; external data must lie inside the model's folder"),
+    ("../outside.data", "which leaves the model's folder ('..')"),
+    ("sub/../../outside.data", "which leaves the model's folder ('..')"),
+    ("missing.data", "which does not exist"),
+    ("link.data", "reached through the symbolic link"),
+    ("short.data", "but the file has 16 bytes"),
 ])
 def test_bad_external_locations_are_rejected(tmp_path, location, fragment):
     model_dir = tmp_path / "model"
@@ -108,11 +108,11 @@ def test_input_data_and_existing_output_data_are_never_overwritten(tmp_path):
     src = _small_external_model(tmp_path, "w.data")
     os.replace(tmp_path / "m.onnx.data", tmp_path / "w.data")
     before = (tmp_path / "w.data").read_bytes()
-    with pytest.raises(FusedopsError, match="is the input's external data"):
+    with pytest.raises(FusedopsError, match="w.data' is the input file; refusing to overwrite the input"):
         exporter_api.fuse_file(src, tmp_path / "w", force=True)  # its data file would be w.data
     assert (tmp_path / "w.data").read_bytes() == before and not (tmp_path / "w").exists()
     (tmp_path / "out.onnx.data").write_bytes(b"user's file")
-    with pytest.raises(FusedopsError, match="out.onnx.data' exists; pass force=True"):
+    with pytest.raises(FusedopsError, match=r"out.onnx.data' exists; pass --force \(force=True\)"):
         exporter_api.fuse_file(src, tmp_path / "out.onnx")
     assert (tmp_path / "out.onnx.data").read_bytes() == b"user's file" and not (tmp_path / "out.onnx").exists()
     exporter_api.fuse_file(src, tmp_path / "out.onnx", force=True)

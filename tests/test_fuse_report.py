@@ -136,7 +136,7 @@ def test_cli_report_and_strict(tmp_path, capsys):
     assert (tmp_path / "b2.onnx").exists()  # the output is still written
     assert json.loads((tmp_path / "b.json").read_text())["group_norms"][0]["reason"].startswith("input dtype")
     rc = cli.main(["fuse", str(good), str(tmp_path / "g3.onnx"), "--report", str(good)])
-    assert rc == 2 and "would overwrite a model file" in capsys.readouterr().err
+    assert rc == 2 and "good.onnx' is the input file; refusing to overwrite the input" in capsys.readouterr().err
 
 
 def test_api_returns_the_report(tmp_path):

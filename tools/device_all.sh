@@ -41,7 +41,7 @@ fi
 
 if has demo; then
   t0=$SECONDS
-  timeout "${DEMO_TIMEOUT:-240}" python3 -m fusedops demo --size bench --repeats 10 --out-dir /tmp/fusedops-demo \
+  timeout "${DEMO_TIMEOUT:-240}" python3 -m fusedops demo --size bench --repeats 10 --out-dir /tmp/fusedops-demo --force \
     >"$out/demo.log" 2>&1
   rc=$?; [[ $rc -ne 0 ]] && status=1
   cp /tmp/fusedops-demo/demo.json "$out/" 2>/dev/null

@@ -3,17 +3,12 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "core/message.h"
 #include "fusedops/fusedops.h"
 
 namespace {
 
-void set_err(char* err, size_t err_len, const char* fmt, ...) {
-  if (!err || err_len == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(err, err_len, fmt, ap);
-  va_end(ap);
-}
+using fusedops::core::set_err;  // UTF-8-safe truncation (core/message.h)
 
 int check_chain(const fusedops_chain& c, const char* which, char* err, size_t err_len) {
   if (c.num_steps < 0 || c.num_steps > FUSEDOPS_MAX_STEPS) {

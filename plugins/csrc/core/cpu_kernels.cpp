@@ -24,6 +24,7 @@
 
 #include "core/cpu_small_s.h"
 #include "core/cpu_util.h"
+#include "core/message.h"
 
 namespace {
 
@@ -36,13 +37,7 @@ constexpr int64_t kChunk = 1024;                   // elements per block: stays 
 constexpr int64_t kScratchMaxFloats = 1LL << 22;  // per-thread scratch for one group (16 MiB)
 constexpr int64_t kReducePositions = 256;         // positions per task in the reduce path
 
-void set_err(char* err, size_t err_len, const char* fmt, ...) {
-  if (!err || err_len == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(err, err_len, fmt, ap);
-  va_end(ap);
-}
+using fusedops::core::set_err;  // UTF-8-safe truncation (core/message.h)
 
 // Pointer / extras checks common to both entries (after the descriptor check).
 int check_run_args(const fusedops_groupnorm_desc& d, const void* x, const void* gamma, const void* beta,

@@ -159,11 +159,11 @@ void reduce_update(int32_t reduce, ReduceAcc* acc, const float* v, int64_t n) {
     case FUSEDOPS_REDUCE_MEAN:
       for (int64_t i = 0; i < n; ++i) acc[i].a += v[i];
       break;
-    case FUSEDOPS_REDUCE_LOGSUMEXP:  // online: a = running max, b = sum exp(v - a)
+    case FUSEDOPS_REDUCE_LOGSUMEXP:  // online: a = running max, b = sum exp(v - a); a NaN in b stays (sticky)
       for (int64_t i = 0; i < n; ++i) {
         const double x = v[i];
-        if (std::isnan(x)) {
-          acc[i].b = x;
+        if (std::isnan(x) || std::isnan(acc[i].b)) {
+          acc[i].b = std::numeric_limits<double>::quiet_NaN();
         } else if (x > acc[i].a) {
           acc[i].b = (std::isinf(acc[i].a) ? 0.0 : acc[i].b * std::exp(acc[i].a - x)) + 1.0;
           acc[i].a = x;
@@ -201,6 +201,7 @@ void reduce_span(int32_t reduce, ReduceAcc& acc, const float* v, int64_t n) {
     return;
   }
   if (reduce == FUSEDOPS_REDUCE_LOGSUMEXP) {
+    if (std::isnan(acc.b)) return;  // an earlier NaN decides the result
     Eigen::Map<const Eigen::ArrayXf> x(v, n);
     const float m = has_nan ? 0.f : x.maxCoeff();
     if (!has_nan && std::isfinite(m) && std::isfinite(acc.a)) {  // the common case: merge (m, sum exp(x - m))
