@@ -98,7 +98,12 @@ def save_model(model: ir.Model, dst: Path, source: LoadedModel | None = None, fo
 
     try:
         with PendingOutput(dst, force, inputs) as pending:
-            pending.commit_file(write)
+            if data is None:  # tensors inside the file: the bytes go through safe_output's own writer
+                proto = ir.to_proto(model)
+                check_fused(proto, str(source.path) if source is not None else proto)
+                pending.commit(proto.SerializeToString())
+            else:
+                pending.commit_file(write)
     except BaseException:
         if data is not None and not data_existed:
             data.unlink(missing_ok=True)

@@ -296,3 +296,11 @@ def _register_python_parts():
     torch.library.register_autograd("fusedops::gemm_group_norm_act", _gemm_backward,
                                     setup_context=_gemm_setup_context, lib=lib)
     return lib
+
+
+# Load at import when the library is built, so code that torch.compile / torch.export trace finds the ops ready (the
+# loader's lock cannot be traced); when it is not built, the first call says how to build it.
+try:
+    load()
+except FusedopsError:
+    pass

@@ -27,7 +27,7 @@ from hostile_support import cli, run_cli
     (["export", "1"], "export: the following arguments are required: --out"),
     (["fuse", "only-one.onnx"], "fuse: the following arguments are required: output"),
     (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate' (choose from export, fuse, demo, verify, "
-                     "bench, build-native, build)"),
+                     "bench, build-native, build, serve, repo, loadtest)"),
     ([], "the following arguments are required: COMMAND"),
     (["fuse", "a.onnx", "b.onnx", "--forse"], "unrecognized arguments: --forse"),
 ])

@@ -1,6 +1,6 @@
 // The CUDA side of plans in a build without CUDA/cuBLASLt: same symbols, answering FUSEDOPS_ERR_NOT_BUILT, so every
 // adapter links and a request for a CUDA plan gets a clear message instead of a missing symbol.
-#include "core/messages.h"
+#include "core/message.h"
 #include "fusedops/fusedops.h"
 #include "plan_backend.h"
 

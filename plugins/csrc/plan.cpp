@@ -4,7 +4,7 @@
 #include <new>
 #include <string>
 
-#include "core/messages.h"
+#include "core/message.h"
 #include "fusedops/fusedops.h"
 #include "plan_backend.h"
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/messages.h"
+#include "core/message.h"
 #include "fusedops/fusedops.h"
 
 namespace {

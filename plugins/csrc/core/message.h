@@ -46,6 +46,20 @@ inline void set_err(char* err, size_t err_len, const char* fmt, ...) {
   va_end(ap);
 }
 
+// set_err that returns `code`: `return set_message(err, err_len, FUSEDOPS_ERR_..., "...", ...);`
+inline int set_message(char* err, size_t err_len, int code, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+inline int set_message(char* err, size_t err_len, int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vset_err(err, err_len, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
 // 'text' single-quoted: \ and ' escaped, \n \t \r spelled out, other bytes outside printable ASCII as \xHH, at most
 // `limit` bytes of the text shown (then "..." before the closing quote).
 inline std::string quote(const std::string& text, size_t limit = 80) {

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/messages.h"
+#include "core/message.h"
 #include "cuda/gn_plan.h"
 #include "plan_backend.h"
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/messages.h"
+#include "core/message.h"
 #include "cuda/gn_kernels.cuh"
 
 namespace fusedops {

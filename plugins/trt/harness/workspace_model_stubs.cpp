@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/messages.h"
+#include "core/message.h"
 #include "fusedops/fusedops.h"
 #include "plan_backend.h"
 
