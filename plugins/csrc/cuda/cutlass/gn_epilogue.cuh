@@ -285,7 +285,7 @@ class GnEpilogue {
         }
       }
     }
-    if (reduce) {
+    if (reduce && tile_n * size<1>(blk_shape) < p_.C) {  // (a tile past C has no partial slot)
       // The row's 4 lanes hold all of its columns in this tile: combine them; lane 0 of the quad publishes.
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
