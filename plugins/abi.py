@@ -6,6 +6,7 @@ ops' fake kernel. The PyTorch ops themselves do not come through here: they run 
     describe(desc, inputs) -> (OpDesc, output shape)             the ops' shape/dtype rules; None dims = unknown
     Plan(desc, device, options)                                  a plan: .workspace, .kernels, .run(...)
     PlanOptions(...)                                             kernel variants for A/B timing and tests
+    gemm_kernel_choice(desc, device, options) -> (kernel, why)   the planner's GEMM rule (cuBLASLt or CUTLASS)
     groupnorm_act_cuda / gemm_groupnorm_act_cuda / *_cpu(...)    one call through a fresh plan (tests, tools)
 
 Errors in what the caller gives raise FusedopsError with the library's message; CUDA failures raise RuntimeError.
@@ -39,6 +40,7 @@ STATUS_NAMES = {0: "ok", 1: "invalid argument", 2: "unsupported", 3: "workspace 
 F32, F16, BF16 = 0, 1, 2
 DTYPE_CODES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}
 OP_CODES = {catalog.GROUP_NORM_ACT.name: 1, catalog.GEMM_GROUP_NORM_ACT.name: 2}
+GEMM_AUTO, GEMM_CUBLASLT, GEMM_CUTLASS = 0, 1, 2  # fusedops_gemm_kernel
 
 
 class Step(ctypes.Structure):
@@ -82,11 +84,26 @@ class PlanOptions:
     epilogue_rows: int = 0            # rows a column-slice epilogue block walks (0: planner's choice)
     lt_workspace_mib: int = 0         # cuBLASLt workspace cap (0: 4 MiB)
     l2_wave_fraction: float = 0.0     # two-pass GroupNorm in waves of this fraction of L2 (0: one launch)
+    gemm_kernel: int = GEMM_AUTO      # GemmGroupNormAct: GEMM_CUBLASLT or GEMM_CUTLASS forces one (0: planner)
+    fp32_gemm: int = 0                # float32 with allow_tf32=0: 1 strict FP32 (cuBLASLt), 2 3xTF32 (0: planner)
+    cutlass_config: int = 0           # k > 0: the k-th CUTLASS tile configuration (0: default)
 
 
 class _Options(ctypes.Structure):
     _fields_ = [("gelu_erff", c_int32), ("groupnorm_two_pass", c_int32), ("epilogue_register", c_int32),
-                ("epilogue_rows", c_int32), ("lt_workspace_mib", c_int32), ("l2_wave_fraction", c_float)]
+                ("epilogue_rows", c_int32), ("lt_workspace_mib", c_int32), ("l2_wave_fraction", c_float),
+                ("gemm_kernel", c_int32), ("fp32_gemm", c_int32), ("cutlass_config", c_int32)]
+
+    @classmethod
+    def of(cls, o: PlanOptions) -> "_Options":
+        return cls(int(o.gelu_erff), int(o.groupnorm_two_pass), int(o.epilogue_register), int(o.epilogue_rows),
+                   int(o.lt_workspace_mib), float(o.l2_wave_fraction), int(o.gemm_kernel), int(o.fp32_gemm),
+                   int(o.cutlass_config))
+
+
+class GemmDevice(ctypes.Structure):
+    """fusedops_gemm_device: what the GEMM choice depends on."""
+    _fields_ = [("cc_major", c_int32), ("cc_minor", c_int32), ("sm_count", c_int32), ("has_cutlass", c_int32)]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -137,6 +154,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fusedops_gemm_groupnorm_act_cpu": (ctypes.c_int, [gm, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, pp,
                                                            c_int32, c_void_p, c_char_p, c_size_t]),
         "fusedops_has_cuda": (ctypes.c_int, []),
+        "fusedops_has_cutlass": (ctypes.c_int, []),
+        "fusedops_gemm_kernel_choice": (ctypes.c_int, [od, POINTER(GemmDevice), POINTER(_Options), POINTER(c_int32),
+                                                       c_char_p, c_size_t]),
         "fusedops_version": (c_char_p, []),
     }
     for name, (res, args) in sig.items():
@@ -147,6 +167,11 @@ def _declare(lib: ctypes.CDLL) -> None:
 def has_cuda() -> bool:
     """True if the built library has the CUDA entries (False when built without nvcc/cuBLASLt)."""
     return bool(load().fusedops_has_cuda())
+
+
+def has_cutlass() -> bool:
+    """True if the built library has the CUTLASS sm_90 kernels (GroupNorm inside the GEMM)."""
+    return bool(load().fusedops_has_cutlass())
 
 
 def version() -> str:
@@ -226,9 +251,7 @@ class Plan:
         self._ptr = c_void_p()
         opts = None
         if options is not None:
-            opts = byref(_Options(int(options.gelu_erff), int(options.groupnorm_two_pass),
-                                  int(options.epilogue_register), int(options.epilogue_rows),
-                                  int(options.lt_workspace_mib), float(options.l2_wave_fraction)))
+            opts = byref(_Options.of(options))
         err = _err()
         rc = self._lib.fusedops_plan_create(byref(desc), int(device), opts, byref(self._ptr), err, len(err))
         if rc != OK:
@@ -252,6 +275,17 @@ class Plan:
                                          len(err))
         if rc != OK:
             _raise("fusedops_plan_run", rc, err)
+
+
+def gemm_kernel_choice(desc: OpDesc, device: GemmDevice, options: PlanOptions | None = None) -> tuple[int, str]:
+    """The planner's GEMM rule for a complete GemmGroupNormAct descriptor: (GEMM_CUBLASLT or GEMM_CUTLASS, why).
+    FusedopsError when the options force what cannot run on ``device``."""
+    kernel, err = c_int32(), _err()
+    opts = byref(_Options.of(options)) if options is not None else None
+    rc = load().fusedops_gemm_kernel_choice(byref(desc), byref(device), opts, byref(kernel), err, len(err))
+    if rc != OK:
+        _raise("fusedops_gemm_kernel_choice", rc, err)
+    return int(kernel.value), err.value.decode(errors="replace")
 
 
 def workspace_size(desc: OpDesc) -> int:

@@ -4,9 +4,10 @@
     build_dir() -> Path                                       $FUSEDOPS_BUILD_DIR, else build/native at the repo root
     library_path(name="fusedops") -> Path | None              e.g. "fusedops", "fusedops_ort", "fusedops_trt"
 
-Header locations come from the environment variables ``ORT_INCLUDE_DIR``, ``TENSORRT_INCLUDE_DIR`` and
-``EIGEN_INCLUDE_DIR`` when set (otherwise CMake looks in ``third_party/``); ``FUSEDOPS_CUDA_ARCHS`` picks the CUDA
-architectures. The PyTorch ops are built against the torch this Python imports (its CMake package).
+Header locations come from the environment variables ``ORT_INCLUDE_DIR``, ``TENSORRT_INCLUDE_DIR``,
+``EIGEN_INCLUDE_DIR`` and ``CUTLASS_INCLUDE_DIR`` when set (otherwise CMake looks in ``third_party/``);
+``FUSEDOPS_CUDA_ARCHS`` picks the CUDA architectures. The PyTorch ops are built against the torch this Python imports
+(its CMake package).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from fusedops.errors import FusedopsError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = REPO_ROOT / "plugins"
-_HEADER_VARS = ("ORT_INCLUDE_DIR", "TENSORRT_INCLUDE_DIR", "EIGEN_INCLUDE_DIR", "FUSEDOPS_CUDA_ARCHS")
+_HEADER_VARS = ("ORT_INCLUDE_DIR", "TENSORRT_INCLUDE_DIR", "EIGEN_INCLUDE_DIR", "CUTLASS_INCLUDE_DIR",
+                "FUSEDOPS_CUDA_ARCHS")
 _CUDA_MODES = {"auto": "AUTO", "on": "ON", "off": "OFF", True: "ON", False: "OFF", None: "AUTO"}
 
 

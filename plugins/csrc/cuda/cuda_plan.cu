@@ -10,10 +10,12 @@
 // launch plan and the workspace layout. A run does no query, no allocation and no attribute change.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
 #include "core/message.h"
+#include "cuda/cutlass/fused_gemm_plan.h"
 #include "cuda/gn_plan.h"
 #include "plan_backend.h"
 
@@ -125,6 +127,9 @@ struct CudaPlan {
   mutable std::once_flag fallback_once;
   mutable Algo fallback;
   mutable cublasStatus_t fallback_status = CUBLAS_STATUS_SUCCESS;
+  // The CUTLASS kernel with GroupNorm in its epilogue, when the planner picks it (cuda/cutlass/gemm_choice.cpp);
+  // calls whose pointers it cannot take run the cuBLASLt path above.
+  cuda::cutlass_gemm::FusedGemmPlanPtr fused;
 };
 void CudaPlanDeleter::operator()(CudaPlan* p) const { delete p; }
 
@@ -285,6 +290,8 @@ int cuda_plan_create(const fusedops_op_desc& d, int32_t device, const fusedops_p
     *kernels = std::string("cublaslt(") + (p->bias_epilogue ? "bias epilogue" : "no epilogue") + compute + ") + " +
                gn_text;
   }
+  rc = cuda::cutlass_gemm::plan_if_chosen(d, o, device, &p->fused, workspace, kernels, err, err_len);
+  if (rc != FUSEDOPS_OK) return rc;
   *out = std::move(p);
   return FUSEDOPS_OK;
 }
@@ -310,6 +317,13 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
   const void* x = in[0];
   const void* w = in[1];
   const void* bias = in[2];
+  if (p.fused && cuda::cutlass_gemm::fused_gemm_accepts(*p.fused, x, w, y)) {
+    const cudaError_t e = cuda::cutlass_gemm::run_fused_gemm(*p.fused, in, n, y, workspace, s);
+    if (e != cudaSuccess)
+      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: CUTLASS kernel launch failed: %s",
+                         cudaGetErrorString(e));
+    return FUSEDOPS_OK;
+  }
   char* ws = workspace ? reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace), kAlign)) : nullptr;
   void* dbuf = p.d_in_output ? y : ws + p.d_offset;
   g.workspace = ws ? ws + p.gn_offset : nullptr;
@@ -362,6 +376,8 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
   return FUSEDOPS_OK;
 }
 
-size_t cuda_workspace_size(const fusedops_op_desc& d) { return layout_workspace(d, kDefaultLtWorkspace).total; }
+size_t cuda_workspace_size(const fusedops_op_desc& d) {
+  return std::max(layout_workspace(d, kDefaultLtWorkspace).total, gemm_choice::cutlass_workspace_bound(d));
+}
 
 }  // namespace fusedops

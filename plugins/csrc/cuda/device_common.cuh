@@ -170,9 +170,10 @@ __device__ __forceinline__ float4 apply_step4(const fusedops_step& s, float4 x, 
 }
 #undef FUSEDOPS_STEP_CASE
 
+// (`inline`: several translation units include this header, e.g. the CUTLASS kernels.)
 // Four values of one channel c (uniform) ...
-__device__ __noinline__ float4 chain4_channel(const fusedops_chain* ch, float4 x, int64_t c, const ExtraPtrs* ex,
-                                              int32_t param_dtype) {
+inline __device__ __noinline__ float4 chain4_channel(const fusedops_chain* ch, float4 x, int64_t c,
+                                                     const ExtraPtrs* ex, int32_t param_dtype) {
   const int n = ch->num_steps;
   for (int i = 0; i < n; ++i) {
     const fusedops_step s = ch->steps[i];
@@ -182,8 +183,8 @@ __device__ __noinline__ float4 chain4_channel(const fusedops_chain* ch, float4 x
   return x;
 }
 // ... or of consecutive channels c0 .. c0+3 (rows: every element its own channel).
-__device__ __noinline__ float4 chain4_columns(const fusedops_chain* ch, float4 x, int64_t c0, const ExtraPtrs* ex,
-                                              int32_t param_dtype) {
+inline __device__ __noinline__ float4 chain4_columns(const fusedops_chain* ch, float4 x, int64_t c0,
+                                                     const ExtraPtrs* ex, int32_t param_dtype) {
   const int n = ch->num_steps;
   for (int i = 0; i < n; ++i) {
     const fusedops_step s = ch->steps[i];
@@ -197,8 +198,8 @@ __device__ __noinline__ float4 chain4_columns(const fusedops_chain* ch, float4 x
   }
   return x;
 }
-__device__ __noinline__ float chain1(const fusedops_chain* ch, float x, int64_t c, const ExtraPtrs* ex,
-                                     int32_t param_dtype) {
+inline __device__ __noinline__ float chain1(const fusedops_chain* ch, float x, int64_t c, const ExtraPtrs* ex,
+                                            int32_t param_dtype) {
   const int n = ch->num_steps;
   for (int i = 0; i < n; ++i) {
     const fusedops_step s = ch->steps[i];

@@ -194,7 +194,39 @@ typedef struct {
   int32_t epilogue_rows;      /* > 0: rows a column-slice epilogue block walks (1..16) */
   int32_t lt_workspace_mib;   /* > 0: cuBLASLt workspace cap in MiB (default 4) */
   float l2_wave_fraction;     /* > 0: run the two-pass GroupNorm in waves of this fraction of L2 */
+  int32_t gemm_kernel;        /* GemmGroupNormAct: a fusedops_gemm_kernel (0 = the planner's choice); a forced kernel
+                                 that cannot run the descriptor fails plan creation with the reason */
+  int32_t fp32_gemm;          /* float32 X with allow_tf32 = 0: 0 = the planner's choice, 1 = strict FP32 (cuBLASLt),
+                                 2 = 3xTF32 (CUTLASS, sm_90) */
+  int32_t cutlass_config;     /* k > 0: the k-th CUTLASS tile configuration of the mode (A/B timing); 0 = default */
 } fusedops_plan_options;
+
+/* ---- The GEMM of GemmGroupNormAct: which kernel a plan runs ---------------------------------------------------- */
+
+typedef enum {
+  FUSEDOPS_GEMM_AUTO = 0,     /* options only: the planner's choice */
+  FUSEDOPS_GEMM_CUBLASLT = 1, /* cuBLASLt GEMM (bias in its epilogue where offered), then the GroupNorm kernel */
+  FUSEDOPS_GEMM_CUTLASS = 2   /* one CUTLASS sm_90 kernel, GroupNorm in its epilogue (a channel reduction adds a
+                                 tiny finishing kernel); float32 X runs TF32, or 3xTF32 when allow_tf32 = 0 */
+} fusedops_gemm_kernel;
+
+/* The device traits the choice depends on. */
+typedef struct {
+  int32_t cc_major, cc_minor; /* compute capability */
+  int32_t sm_count;           /* multiprocessors */
+  int32_t has_cutlass;        /* the library has the CUTLASS kernels (fusedops_has_cutlass()) */
+} fusedops_gemm_device;
+
+/* The planner's rule, as a pure function (plans call it; tests check it without a GPU): *kernel gets the
+ * fusedops_gemm_kernel a plan of the complete GemmGroupNormAct descriptor `d` runs on `dev` with `options` (NULL =
+ * defaults) and `why` one line saying why. FUSEDOPS_ERR_UNSUPPORTED when the options force a kernel or precision
+ * that cannot run here (why = the reason), FUSEDOPS_ERR_INVALID_ARGUMENT for another op or an incomplete descriptor.
+ * A plan may still run the cuBLASLt path for a call whose pointers the CUTLASS kernel cannot take (alignment). */
+FUSEDOPS_API int fusedops_gemm_kernel_choice(const fusedops_op_desc* d, const fusedops_gemm_device* dev,
+                                             const fusedops_plan_options* options, int32_t* kernel, char* why,
+                                             size_t why_len);
+/* 1 if this library has the CUTLASS sm_90 kernels. */
+FUSEDOPS_API int fusedops_has_cutlass(void);
 
 /* device >= 0: a CUDA device ordinal (pointers at run are device memory); FUSEDOPS_DEVICE_CURRENT: the CUDA device
  * current on the calling thread (for adapters that do not track devices, e.g. TensorRT plugins);

@@ -1,0 +1,225 @@
+// The planner's GEMM choice for GemmGroupNormAct (see gemm_choice.h) and its C ABI form.
+#include "cuda/cutlass/gemm_choice.h"
+
+#include <stdio.h>
+
+#include "core/message.h"
+
+namespace fusedops {
+namespace gemm_choice {
+
+namespace {
+
+// THE switch for float32 with allow_tf32 = 0 (PyTorch's matmul precision "highest"): false keeps cuBLASLt's strict
+// FP32 GEMM, true runs the CUTLASS 3xTF32 kernel. Flip it only on a measurement that shows 3xTF32 at least as
+// accurate as eager FP32 against float64 (tools/cutlass_bench.py accuracy; docs/kernels.md records the numbers).
+constexpr bool kFloat32Uses3xTf32 = false;
+
+// Tile configurations (the default first). Models 1-3 (C = 8192, groups of 16 / 32 channels) fit all of them.
+constexpr TileConfig kTf32[] = {
+    {128, 256, 32, 2, false, "coop128x256x32_cluster2"},
+    {128, 256, 32, 1, false, "coop128x256x32"},
+    {64, 256, 32, 2, true, "pingpong64x256x32_cluster2"},
+};
+constexpr TileConfig kBf16[] = {
+    {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
+    {128, 256, 64, 1, false, "coop128x256x64"},
+    {64, 256, 64, 2, true, "pingpong64x256x64_cluster2"},
+};
+constexpr TileConfig kFp16[] = {
+    {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
+};
+// 3xTF32 keeps a second (low-part) copy of every stage in shared memory, so its stages are half the size.
+constexpr TileConfig kThreeTf32[] = {
+    {128, 128, 32, 1, false, "coop128x128x32"},
+};
+
+template <size_t N>
+const TileConfig* table(const TileConfig (&t)[N], int* count) {
+  *count = int(N);
+  return t;
+}
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::TF32: return "tf32";
+    case Mode::BF16: return "bf16";
+    case Mode::FP16: return "fp16";
+    default: return "3xtf32";
+  }
+}
+
+// Why the CUTLASS kernel cannot run `d` here ("" when it can), for the chosen mode and configuration.
+std::string cutlass_blocker(const fusedops_op_desc& d, const fusedops_gemm_device& dev, bool strict_fp32, bool three,
+                            const TileConfig* cfg, int config_count, int config) {
+  const fusedops_groupnorm_desc& gn = d.d.gn;
+  char buf[256];
+  if (!dev.has_cutlass) return "this library was built without the CUTLASS kernels";
+  if (dev.cc_major != 9 || dev.cc_minor != 0) {
+    snprintf(buf, sizeof buf, "the CUTLASS kernels are built for sm_90a (H100/H200); this device is sm_%d%d",
+             dev.cc_major, dev.cc_minor);
+    return buf;
+  }
+  if (strict_fp32 && !three) return "strict FP32 (allow_tf32 = 0) runs on cuBLASLt while 3xTF32 is off";
+  if (config < 0 || config >= config_count) {
+    snprintf(buf, sizeof buf, "cutlass_config %d: this precision has configurations 1..%d", config + 1,
+             config_count);
+    return buf;
+  }
+  if (d.d.K == 0) return "K = 0 (no GEMM to run)";
+  if (d.d.trans_b != 1) return "W is (K, C) (trans_b = 0); the CUTLASS kernels take the Linear layout (C, K)";
+  const int64_t elem = gn.x_dtype == FUSEDOPS_F32 ? 4 : 2;
+  if ((d.d.K * elem) % 16 != 0) {
+    snprintf(buf, sizeof buf, "K = %lld: rows of X and W are not a multiple of 16 bytes (TMA)", (long long)d.d.K);
+    return buf;
+  }
+  if (gn.N > INT32_MAX || gn.C > INT32_MAX || d.d.K > INT32_MAX) return "M, C or K exceeds 2^31 - 1";
+  if (gn.C % 2 != 0) return "C is odd (the epilogue stores channel pairs)";
+  const int64_t cg = gn.C / gn.num_groups;
+  if (!(cg == 1 || cg == 2 || cg == 4 || cg % 8 == 0)) {
+    snprintf(buf, sizeof buf, "groups of %lld channels (the epilogue takes 1, 2, 4 or a multiple of 8)",
+             (long long)cg);
+    return buf;
+  }
+  if (cfg[config].tile_n % cg != 0) {
+    snprintf(buf, sizeof buf, "groups of %lld channels do not fit the %d-channel tile", (long long)cg,
+             cfg[config].tile_n);
+    return buf;
+  }
+  return "";
+}
+
+}  // namespace
+
+const TileConfig* configs(Mode mode, int* count) {
+  switch (mode) {
+    case Mode::TF32: return table(kTf32, count);
+    case Mode::BF16: return table(kBf16, count);
+    case Mode::FP16: return table(kFp16, count);
+    default: return table(kThreeTf32, count);
+  }
+}
+
+int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fusedops_plan_options& o, Choice* out,
+           char* err, size_t err_len) {
+  using core::set_message;
+  if (d.op != FUSEDOPS_OP_GEMM_GROUPNORM_ACT)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "the GEMM choice is for GemmGroupNormAct only");
+  const fusedops_groupnorm_desc& gn = d.d.gn;
+  if (gn.N < 0 || gn.C <= 0 || d.d.K < 0 || gn.num_groups <= 0 || gn.C % gn.num_groups != 0 || gn.x_dtype < 0 ||
+      gn.x_dtype > FUSEDOPS_BF16)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "GemmGroupNormAct: incomplete or invalid descriptor (M=%lld C=%lld K=%lld groups=%d dtype %d)",
+                       (long long)gn.N, (long long)gn.C, (long long)d.d.K, gn.num_groups, gn.x_dtype);
+  if (o.gemm_kernel < FUSEDOPS_GEMM_AUTO || o.gemm_kernel > FUSEDOPS_GEMM_CUTLASS)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "gemm_kernel %d is not 0 (auto), 1 or 2",
+                       o.gemm_kernel);
+  if (o.fp32_gemm < 0 || o.fp32_gemm > 2)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "fp32_gemm %d is not 0 (auto), 1 (strict FP32) or 2 (3xTF32)", o.fp32_gemm);
+  if (o.cutlass_config < 0)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "cutlass_config %d is negative",
+                       o.cutlass_config);
+
+  const bool strict_fp32 = gn.x_dtype == FUSEDOPS_F32 && !d.d.allow_tf32;
+  const bool three = strict_fp32 && (o.fp32_gemm == 2 || (o.fp32_gemm == 0 && kFloat32Uses3xTf32));
+  Choice c;
+  c.mode = gn.x_dtype == FUSEDOPS_BF16 ? Mode::BF16
+           : gn.x_dtype == FUSEDOPS_F16 ? Mode::FP16
+           : three                      ? Mode::THREE_TF32
+                                        : Mode::TF32;
+  c.config = o.cutlass_config > 0 ? o.cutlass_config - 1 : 0;
+  int count = 0;
+  const TileConfig* cfg = configs(c.mode, &count);
+
+  if (o.gemm_kernel == FUSEDOPS_GEMM_CUBLASLT) {
+    if (strict_fp32 && o.fp32_gemm == 2)
+      return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
+                         "GemmGroupNormAct: 3xTF32 (fp32_gemm = 2) runs only in the CUTLASS kernel, and gemm_kernel "
+                         "forces cuBLASLt");
+    c.kernel = FUSEDOPS_GEMM_CUBLASLT;
+    c.why = "cuBLASLt: forced by the plan options";
+    *out = c;
+    return FUSEDOPS_OK;
+  }
+  const std::string blocker = cutlass_blocker(d, dev, strict_fp32, three, cfg, count, c.config);
+  if (o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || (strict_fp32 && o.fp32_gemm == 2)) {
+    if (!blocker.empty())
+      return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "GemmGroupNormAct: the CUTLASS kernel %s: %s",
+                         o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS ? "is forced" : "(3xTF32) is forced",
+                         blocker.c_str());
+    c.kernel = FUSEDOPS_GEMM_CUTLASS;
+    c.why = std::string("CUTLASS ") + mode_name(c.mode) + " " + cfg[c.config].name + ": forced by the plan options";
+    *out = c;
+    return FUSEDOPS_OK;
+  }
+  if (!blocker.empty()) {
+    c.kernel = FUSEDOPS_GEMM_CUBLASLT;
+    c.why = "cuBLASLt: " + blocker;
+    *out = c;
+    return FUSEDOPS_OK;
+  }
+  // Without split-K the CUTLASS kernel runs one CTA a tile: fewer tiles than SMs leave the GPU partly idle where
+  // cuBLASLt splits K (e.g. batch 64 of the reference models gives 32 tiles for 132 SMs).
+  const TileConfig& t = cfg[c.config];
+  const int64_t cta_m = t.pingpong ? 2 * t.tile_m : t.tile_m;
+  const int64_t tiles = ((gn.N + cta_m - 1) / cta_m) * ((gn.C + t.tile_n - 1) / t.tile_n);
+  if (tiles < dev.sm_count) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "cuBLASLt: %lld output tiles of %lldx%d are fewer than the %d SMs", (long long)tiles,
+             (long long)cta_m, t.tile_n, dev.sm_count);
+    c.kernel = FUSEDOPS_GEMM_CUBLASLT;
+    c.why = buf;
+    *out = c;
+    return FUSEDOPS_OK;
+  }
+  c.kernel = FUSEDOPS_GEMM_CUTLASS;
+  c.why = std::string("CUTLASS ") + mode_name(c.mode) + " " + t.name + ": sm_90, groups of " +
+          std::to_string(gn.C / gn.num_groups) + " channels inside the " + std::to_string(t.tile_n) +
+          "-channel tile";
+  *out = c;
+  return FUSEDOPS_OK;
+}
+
+size_t cutlass_workspace_bound(const fusedops_op_desc& d) {
+  const fusedops_groupnorm_desc& gn = d.d.gn;
+  if (d.op != FUSEDOPS_OP_GEMM_GROUPNORM_ACT || gn.reduce == FUSEDOPS_REDUCE_NONE || gn.N <= 0 || gn.C <= 0) return 0;
+  int narrowest = 1 << 30;
+  for (int m = 0; m < kModes; ++m) {
+    int count = 0;
+    const TileConfig* cfg = configs(Mode(m), &count);
+    for (int i = 0; i < count; ++i) narrowest = cfg[i].tile_n < narrowest ? cfg[i].tile_n : narrowest;
+  }
+  const size_t tiles_n = size_t((gn.C + narrowest - 1) / narrowest);
+  return 256 /* alignment of the caller's pointer */ + tiles_n * size_t(gn.N) * 8 /* RedState */;
+}
+
+}  // namespace gemm_choice
+}  // namespace fusedops
+
+extern "C" {
+
+FUSEDOPS_API int fusedops_gemm_kernel_choice(const fusedops_op_desc* d, const fusedops_gemm_device* dev,
+                                             const fusedops_plan_options* options, int32_t* kernel, char* why,
+                                             size_t why_len) {
+  if (!d || !dev || !kernel)
+    return fusedops::core::set_message(why, why_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                                       "descriptor, device or output is NULL");
+  fusedops_plan_options o{};
+  if (options) o = *options;
+  fusedops::gemm_choice::Choice c;
+  const int rc = fusedops::gemm_choice::choose(*d, *dev, o, &c, why, why_len);
+  if (rc != FUSEDOPS_OK) return rc;
+  *kernel = c.kernel;
+  return fusedops::core::set_message(why, why_len, FUSEDOPS_OK, "%s", c.why.c_str());
+}
+
+FUSEDOPS_API int fusedops_has_cutlass(void) {
+#if defined(FUSEDOPS_WITH_CUTLASS)
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+}  // extern "C"

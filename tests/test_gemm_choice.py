@@ -1,0 +1,189 @@
+"""The planner's GEMM choice for GemmGroupNormAct (cuBLASLt + GroupNorm kernel, or the CUTLASS sm_90 kernel with
+GroupNorm in its epilogue), through the C ABI's pure rule fusedops_gemm_kernel_choice: no GPU needed. The GPU tests
+(tests/gpu/test_cutlass_gemm_gpu.py) check that plans follow it and what each kernel computes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fusedops import catalog
+from fusedops.errors import FusedopsError
+from fusedops.plugins import abi
+
+GEMM = catalog.GEMM_GROUP_NORM_ACT.name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def library():
+    try:
+        abi.load()
+    except FusedopsError as e:
+        pytest.skip(f"libfusedops is not built here: {e}")
+
+
+H200 = abi.GemmDevice(9, 0, 132, 1)
+
+
+def desc(M=1024, K=8192, C=8192, groups=512, dtype=torch.float32, allow_tf32=1, trans_b=1, reduce="", pre="",
+         post=""):
+    a = catalog.parse_attrs(GEMM, {"num_groups": groups, "allow_tf32": allow_tf32, "trans_b": trans_b,
+                                   "reduce": reduce, "pre": pre, "post": post})
+    w = (C, K) if trans_b else (K, C)
+    ins = [abi.tensor_desc(dtype, (M, K)), abi.tensor_desc(dtype, w)] + [abi.tensor_desc(torch.float32, (C,))] * 3
+    n_extra = 1 if "@0" in pre + post else 0
+    ins += [abi.tensor_desc(torch.float32, (C,))] * n_extra
+    d, _ = abi.describe(abi.parse_attributes(GEMM, a), ins)
+    return d
+
+
+def choice(d, dev=H200, **options):
+    return abi.gemm_kernel_choice(d, dev, abi.PlanOptions(**options) if options else None)
+
+
+MODELS = {  # the reference models at their bench size: (groups, pre, post, reduce)
+    "model 1": (512, "", "leaky_relu(0.01);mul(2)", ""),
+    "model 2": (512, "", "", "min"),
+    "model 3": (256, "add(@0);hardtanh(-1,1);mish", "", ""),
+}
+
+
+@pytest.mark.parametrize("dtype,mode", [(torch.float32, "tf32"), (torch.bfloat16, "bf16"), (torch.float16, "fp16")])
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_reference_models_take_the_cutlass_kernel_on_hopper(model, dtype, mode):
+    groups, pre, post, reduce = MODELS[model]
+    kernel, why = choice(desc(groups=groups, dtype=dtype, pre=pre, post=post, reduce=reduce))
+    assert kernel == abi.GEMM_CUTLASS, why
+    assert f"CUTLASS {mode} " in why and f"groups of {8192 // groups} channels" in why
+
+
+@pytest.mark.parametrize("cc", [(8, 0), (8, 6), (8, 9), (10, 0), (12, 0)])
+def test_other_architectures_keep_cublaslt_and_refuse_a_forced_cutlass(cc):
+    dev = abi.GemmDevice(cc[0], cc[1], 132, 1)
+    kernel, why = choice(desc(), dev)
+    assert kernel == abi.GEMM_CUBLASLT and f"sm_{cc[0]}{cc[1]}" in why
+    with pytest.raises(FusedopsError, match=f"is forced: .*this device is sm_{cc[0]}{cc[1]}"):
+        choice(desc(), dev, gemm_kernel=abi.GEMM_CUTLASS)
+
+
+def test_a_library_without_cutlass_keeps_cublaslt():
+    dev = abi.GemmDevice(9, 0, 132, 0)
+    kernel, why = choice(desc(), dev)
+    assert kernel == abi.GEMM_CUBLASLT and "without the CUTLASS kernels" in why
+    with pytest.raises(FusedopsError, match="without the CUTLASS kernels"):
+        choice(desc(), dev, gemm_kernel=abi.GEMM_CUTLASS)
+
+
+@pytest.mark.parametrize("cg", [1, 2, 4, 8, 16, 32, 64, 128, 256])
+def test_groups_inside_the_tile_take_cutlass(cg):
+    kernel, why = choice(desc(groups=8192 // cg))
+    assert kernel == abi.GEMM_CUTLASS, why
+
+
+@pytest.mark.parametrize("C,cg,match", [
+    (8184, 3, "groups of 3 channels"), (8184, 12, "groups of 12 channels"), (8160, 24, "groups of 24 channels"),
+    (8160, 48, "groups of 48 channels"), (8192, 512, "groups of 512 channels do not fit the 256-channel tile"),
+    (8191, 1, "C is odd"),
+])
+def test_groups_the_epilogue_cannot_take_fall_back(C, cg, match):
+    d = desc(C=C, groups=C // cg)
+    kernel, why = choice(d)
+    assert kernel == abi.GEMM_CUBLASLT and match in why
+    with pytest.raises(FusedopsError, match=match):
+        choice(d, gemm_kernel=abi.GEMM_CUTLASS)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"trans_b": 0}, "trans_b = 0"),
+    ({"K": 8190}, "K = 8190: rows of X and W are not a multiple of 16 bytes"),
+    ({"K": 8188, "dtype": torch.bfloat16}, "K = 8188"),
+    ({"K": 0}, "K = 0"),
+])
+def test_layouts_tma_cannot_load_fall_back(kw, match):
+    d = desc(**kw)
+    kernel, why = choice(d)
+    assert kernel == abi.GEMM_CUBLASLT and match in why
+    with pytest.raises(FusedopsError, match=match):
+        choice(d, gemm_kernel=abi.GEMM_CUTLASS)
+
+
+def test_k_with_16_byte_rows_is_fine():
+    assert choice(desc(K=8188))[0] == abi.GEMM_CUTLASS  # float32: 4 elements make 16 bytes
+
+
+@pytest.mark.parametrize("M,want", [(1, abi.GEMM_CUBLASLT), (64, abi.GEMM_CUBLASLT), (512, abi.GEMM_CUBLASLT),
+                                    (640, abi.GEMM_CUTLASS), (1000, abi.GEMM_CUTLASS), (4096, abi.GEMM_CUTLASS)])
+def test_too_few_tiles_for_the_sms_stay_on_cublaslt_unless_forced(M, want):
+    # 128 x 256 tiles over C = 8192: 32 a row block; 132 SMs need at least 5 row blocks (M > 512).
+    kernel, why = choice(desc(M=M))
+    assert kernel == want, why
+    if want == abi.GEMM_CUBLASLT:
+        assert "fewer than the 132 SMs" in why
+    assert choice(desc(M=M), gemm_kernel=abi.GEMM_CUTLASS)[0] == abi.GEMM_CUTLASS
+
+
+def test_strict_fp32_follows_the_3xtf32_switch_and_the_option():
+    d = desc(allow_tf32=0)
+    kernel, why = choice(d)
+    # The planner's switch (gemm_choice.cpp, kFloat32Uses3xTf32) decides the default; either way the reason says so.
+    if kernel == abi.GEMM_CUBLASLT:
+        assert "3xTF32 is off" in why
+    else:
+        assert "CUTLASS 3xtf32" in why
+    kernel, why = choice(d, fp32_gemm=2)
+    assert kernel == abi.GEMM_CUTLASS and "CUTLASS 3xtf32 coop128x128x32" in why
+    kernel, why = choice(d, fp32_gemm=1)
+    assert kernel == abi.GEMM_CUBLASLT and "3xTF32 is off" in why
+    # fp32_gemm concerns float32 with allow_tf32 = 0 only
+    assert "CUTLASS tf32" in choice(desc(allow_tf32=1), fp32_gemm=2)[1]
+    assert "CUTLASS bf16" in choice(desc(dtype=torch.bfloat16, allow_tf32=0), fp32_gemm=1)[1]
+
+
+def test_forcing_3xtf32_where_it_cannot_run_names_the_reason():
+    with pytest.raises(FusedopsError, match=r"\(3xTF32\) is forced: .*sm_89"):
+        choice(desc(allow_tf32=0), abi.GemmDevice(8, 9, 128, 1), fp32_gemm=2)
+    with pytest.raises(FusedopsError, match="3xTF32 .* runs only in the CUTLASS kernel"):
+        choice(desc(allow_tf32=0), fp32_gemm=2, gemm_kernel=abi.GEMM_CUBLASLT)
+    with pytest.raises(FusedopsError, match="strict FP32"):
+        choice(desc(allow_tf32=0), fp32_gemm=1, gemm_kernel=abi.GEMM_CUTLASS)
+
+
+def test_tile_configurations_can_be_picked_for_ab_timing():
+    assert "coop128x256x32_cluster2" in choice(desc())[1]
+    assert "coop128x256x32:" in choice(desc(), cutlass_config=2)[1]
+    assert "pingpong64x256x32_cluster2" in choice(desc(), cutlass_config=3)[1]
+    assert "pingpong64x256x64_cluster2" in choice(desc(dtype=torch.bfloat16), cutlass_config=3)[1]
+    with pytest.raises(FusedopsError, match="cutlass_config 4: this precision has configurations 1..3"):
+        choice(desc(), cutlass_config=4, gemm_kernel=abi.GEMM_CUTLASS)
+    with pytest.raises(FusedopsError, match="configurations 1..1"):
+        choice(desc(dtype=torch.float16), cutlass_config=2, gemm_kernel=abi.GEMM_CUTLASS)
+
+
+def test_forced_cublaslt_is_always_possible():
+    kernel, why = choice(desc(), gemm_kernel=abi.GEMM_CUBLASLT)
+    assert kernel == abi.GEMM_CUBLASLT and "forced" in why
+
+
+@pytest.mark.parametrize("options,match", [({"gemm_kernel": 3}, "gemm_kernel 3 is not 0"),
+                                           ({"fp32_gemm": 3}, "fp32_gemm 3 is not 0"),
+                                           ({"cutlass_config": -1}, "cutlass_config -1 is negative")])
+def test_bad_options_are_named(options, match):
+    with pytest.raises(FusedopsError, match=match):
+        choice(desc(), **options)
+
+
+def test_only_complete_gemm_descriptors_are_judged():
+    gn = catalog.GROUP_NORM_ACT.name
+    d, _ = abi.describe(abi.parse_attributes(gn, catalog.parse_attrs(gn, {"num_groups": 2})),
+                        [abi.tensor_desc(torch.float32, (2, 4, 3))] + [abi.tensor_desc(torch.float32, (4,))] * 2)
+    with pytest.raises(FusedopsError, match="GemmGroupNormAct only"):
+        choice(d)
+    incomplete = abi.parse_attributes(GEMM, catalog.parse_attrs(GEMM, {"num_groups": 2}))
+    with pytest.raises(FusedopsError, match="incomplete or invalid descriptor"):
+        choice(incomplete)
+
+
+def test_the_library_says_whether_it_has_the_cutlass_kernels():
+    assert abi.has_cutlass() in (True, False)
+    if not abi.has_cuda():
+        assert not abi.has_cutlass()

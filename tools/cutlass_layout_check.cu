@@ -1,0 +1,78 @@
+// The accumulator layout the GroupNorm epilogue (plugins/csrc/cuda/cutlass/gn_epilogue.cuh) relies on, checked on the
+// host through CuTe (no GPU needed): for every math thread t and fragment index i of each kernel's TiledMma, the tile
+// coordinate is (64*wg + 16*warp + lane/4 + 8*((i/2)%2), 2*(lane%4) + 8*(i/4) + i%2), i.e. a row lives in one quad of
+// lanes and quad q of the fragment is the 8-column block q.
+//   nvcc -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iplugins/include -Iplugins/csrc
+//        -isystem third_party/cutlass/include tools/cutlass_layout_check.cu -o cutlass_layout_check
+// Also checks, per configuration, that the kernel fits the 227 KiB of shared memory an sm_90 block may use and that
+// CUTLASS's can_implement accepts the shapes the planner gives it (reference and odd ones).
+// (tools/device_cutlass.sh runs it; exit 0 when every configuration passes.)
+#include <cstdio>
+
+#include "cuda/cutlass/fused_kernel.cuh"
+
+using namespace fusedops::cuda::cutlass_gemm;
+using fusedops::gemm_choice::Mode;
+
+template <class K>
+int check(const char* name) {
+  using namespace cute;
+  using TiledMma = typename K::Kernel::TiledMma;
+  using TileShape = typename K::TileShape;
+  TiledMma mma;
+  int bad = 0, n = 0;
+  for (int t = 0; t < int(size(TiledMma{})); ++t) {
+    auto thr = mma.get_thread_slice(t);
+    Tensor cD = make_identity_tensor(make_shape(size<0>(TileShape{}), size<1>(TileShape{})));
+    Tensor tC = thr.partition_C(cD);
+    auto frag = partition_fragment_C(mma, take<0, 2>(TileShape{}));
+    if (size(frag) != size(tC)) { printf("%s: size mismatch\n", name); return 1; }
+    const int wg = t / 128, warp = (t % 128) / 32, lane = t % 32;
+    for (int i = 0; i < int(size(tC)); ++i) {
+      auto c = tC(i);
+      const int row = 64 * wg + 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
+      const int col = 2 * (lane % 4) + 8 * (i / 4) + i % 2;
+      ++n;
+      if (int(get<0>(c)) != row || int(get<1>(c)) != col) {
+        if (bad < 5)
+          printf("%s: t=%d i=%d got (%d,%d) want (%d,%d)\n", name, t, i, int(get<0>(c)), int(get<1>(c)), row, col);
+        ++bad;
+      }
+    }
+  }
+  using Kernel = typename K::Kernel;
+  const int smem = int(Kernel::SharedStorageSize);
+  const bool smem_ok = smem <= 227 * 1024;
+  int rejected = 0;
+  const int shapes[][3] = {{1024, 8192, 8192}, {1, 64, 40}, {1000, 320, 200}, {129, 768, 1024}, {3, 256, 8}};
+  for (const auto& sh : shapes) {
+    typename Kernel::Arguments a{};
+    a.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    a.problem_shape = {sh[0], sh[1], sh[2], 1};
+    a.mainloop.ptr_A = reinterpret_cast<typename Kernel::ElementA const*>(uintptr_t(256));
+    a.mainloop.ptr_B = reinterpret_cast<typename Kernel::ElementB const*>(uintptr_t(256));
+    a.mainloop.dA = make_stride(int64_t(sh[2]), Int<1>{}, int64_t(sh[0]) * sh[2]);
+    a.mainloop.dB = make_stride(int64_t(sh[2]), Int<1>{}, int64_t(sh[1]) * sh[2]);
+    a.epilogue.M = sh[0];
+    a.epilogue.C = sh[1];
+    a.epilogue.cg = 16;
+    a.hw_info.sm_count = 132;
+    if (!Kernel::can_implement(a) || Kernel::get_workspace_size(a) != 0) {
+      printf("%s: can_implement rejects (or a workspace for) M=%d C=%d K=%d\n", name, sh[0], sh[1], sh[2]);
+      ++rejected;
+    }
+  }
+  printf("%s: %d threads, %d values checked, %d mismatches; shared memory %d bytes%s; %d shapes rejected\n", name,
+         int(size(TiledMma{})), n, bad, smem, smem_ok ? "" : " (TOO LARGE)", rejected);
+  return bad != 0 || !smem_ok || rejected != 0;
+}
+
+int main() {
+  int rc = 0;
+  rc |= check<KernelOf<Mode::TF32, 128, 256, 32, 2, false>>("tf32 coop 128x256");
+  rc |= check<KernelOf<Mode::TF32, 64, 256, 32, 2, true>>("tf32 pingpong 64x256");
+  rc |= check<KernelOf<Mode::BF16, 128, 256, 64, 2, false>>("bf16 coop 128x256");
+  rc |= check<KernelOf<Mode::BF16, 64, 256, 64, 2, true>>("bf16 pingpong 64x256");
+  rc |= check<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false>>("3xtf32 coop 128x128");
+  return rc;
+}
