@@ -179,6 +179,11 @@ OrtStatus* attr_string(const Kernel& k, const OrtKernelInfo* info, const char* n
   std::string s(size, '\0');
   FUSEDOPS_ORT_CHECK(k.api->KernelInfoGetAttribute_string(info, name, &s[0], &size));
   s.resize(size > 0 ? size - 1 : 0);  // size counts the terminating NUL
+  // The library reads attributes as C strings: an embedded NUL would silently cut the text there.
+  const size_t nul = s.find('\0');
+  if (nul != std::string::npos)
+    return k.error(std::string("attribute '") + name + "' contains a NUL byte (0x00) at offset " +
+                   std::to_string(nul) + "; attribute text must not");
   *out = s;
   return nullptr;
 }
