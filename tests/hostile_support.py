@@ -206,20 +206,10 @@ def cli(capsys, *args) -> tuple[int, str, str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Descriptors through either Python binding of the C ABI (before and after the plan runtime of issue 8)
+# Descriptors through the Python binding of the C ABI
 # ---------------------------------------------------------------------------------------------------------------------
 
-def plan_runtime() -> bool:
-    """True when the C++ plan runtime (issue 8) is in this tree: it builds descriptors with abi.parse_attributes,
-    rejects what the earlier runtime let through (rank 6), runs K = 0 and double backward."""
-    from fusedops.plugins import abi
-
-    return hasattr(abi, "parse_attributes")
-
-
 def groupnorm_desc(abi, a, N: int, C: int, S: int):
-    if hasattr(abi, "groupnorm_desc"):
-        return abi.groupnorm_desc(a, N, C, S, torch.float32, torch.float32)
     d = abi.parse_attributes("GroupNormAct", a).d.gn
     d.N, d.C, d.S, d.x_dtype, d.param_dtype = N, C, S, abi.F32, abi.F32
     return d

@@ -1,6 +1,6 @@
 """Silently wrong answers and degenerate shapes: the standard-ONNX function bodies and the ONNX Runtime library
-against the float64 reference on NaN / ±inf, one huge group, and N = 0 / M = 0 / S = 0 / K = 0; plus the items that
-belong to the runtimes (xfail, strict, until their owners land them)."""
+against the float64 reference on NaN / ±inf, one huge group, and N = 0 / M = 0 / S = 0 / K = 0; plus the runtimes'
+own checks (rank, embedded NUL, double backward)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,9 @@ import torch
 
 from fusedops import catalog
 from fusedops.exporter.fuse import fuse_model
-from hostile_support import fused_node_model, plan_runtime
+from hostile_support import fused_node_model
 
 NAN, INF = float("nan"), float("inf")
-PENDING_PLAN = "pending the C++ plan runtime (issue 8)"
-PENDING_ORT = "pending a fix in the ORT library's run path (runtime owner; see the issue-11 report)"
-# Fixed by the C++ plan runtime (issue 8): these run for real (and must pass) once it is in the tree.
-PLANS = plan_runtime()
 
 
 def _functions(model: onnx.ModelProto):
@@ -149,9 +145,6 @@ def test_k0_function_body_computes_the_bias_rows():
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.xfail(not PLANS, strict=True, reason="K=0 is a GEMM over nothing (Z = bias, as torch and the function "
-                   "body compute); the library rejects it ('K=0 must be positive') and the CPU entry refuses ORT's "
-                   "NULL W of zero elements; " + PENDING_PLAN)
 def test_k0_library_agrees_with_the_body():
     x = np.zeros((3, 0), np.float32)
     model = _k0_model()
@@ -182,15 +175,12 @@ def test_ort_library_rejects_a_chain_with_an_embedded_nul():
             None, {"X": np.ones((2, 8, 3), np.float32)})
 
 
-@pytest.mark.xfail(not PLANS, strict=True, reason="the catalog's GroupNormAct takes rank 2-5; the ORT library runs "
-                   "rank 6 without a word; " + PENDING_PLAN)
 def test_ort_library_rejects_rank_six():
     sess = _raw_session(attrs={"num_groups": 4}, x_shape="unknown")
     with pytest.raises(Exception, match="rank"):
         sess.run(None, {"X": np.ones((2, 8, 2, 2, 2, 2), np.float32)})
 
 
-@pytest.mark.xfail(not PLANS, strict=True, reason=PENDING_PLAN)
 def test_double_backward_is_right_or_refused():
     from fusedops.errors import FusedopsError
     from fusedops.plugins import torch_ops
