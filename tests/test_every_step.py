@@ -1,8 +1,8 @@
 """Every chain step of the op spec on every runtime of this machine, against the hand-written float64 reference:
 the CPU kernels (C ABI), the ONNX Runtime library, the function bodies on plain ONNX Runtime, the PyTorch ops on the
 CPU, and each formula's ONNX expansion on its own. Parametrised over the spec, so a step added to ops.toml is tested
-here with no edit. Then softsign end to end: parsers, reference, and the fuser on torch.nn.Softsign exports.
-(The CUDA kernels: tests/gpu/test_every_step_gpu.py.)"""
+here with no edit. (softsign end to end, parsers and fuser included: tests/test_softsign.py; the CUDA kernels, the
+PyTorch ops on CUDA and the ORT library on the CUDA EP: tests/gpu/test_every_step_gpu.py.)"""
 
 from __future__ import annotations
 
