@@ -32,6 +32,8 @@ from onnx import helper
 
 from fusedops import catalog
 
+from . import formula_onnx
+
 MIN_OPSET = 17
 MAX_OPSET = 23
 SOFTPLUS_THRESHOLD = 20.0  # PyTorch's default: softplus(x) = x where beta * x > threshold
@@ -104,46 +106,48 @@ def _softplus(b: _Body, x: str, beta: float, threshold: float) -> str:
     return b.op("Where", [b.op("Greater", [bx, b.scalar(threshold)]), x, sp])
 
 
+def _gelu(b: _Body, x: str, p) -> str:  # 0.5 x (1 + erf(x / sqrt(2)))
+    e = b.op("Erf", [b.op("Mul", [x, b.scalar(1.0 / math.sqrt(2.0))])])
+    return b.op("Mul", [b.op("Mul", [x, b.scalar(0.5)]), b.op("Add", [e, b.scalar(1.0)])])
+
+
+def _gelu_tanh(b: _Body, x: str, p) -> str:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    x3 = b.op("Mul", [b.op("Mul", [x, x]), x])
+    inner = b.op("Mul", [b.op("Add", [x, b.op("Mul", [x3, b.scalar(0.044715)])]), b.scalar(math.sqrt(2.0 / math.pi))])
+    return b.op("Mul", [b.op("Mul", [x, b.scalar(0.5)]), b.op("Add", [b.op("Tanh", [inner]), b.scalar(1.0)])])
+
+
+# Hand-written bodies: the steps whose spec entry has an `onnx` override (tests/test_spec.py checks the two lists
+# agree). Every other step's body is generated: its spec onnx_op (from that op's opset), else its formula's
+# expansion (formula_onnx).
+BODY_OVERRIDES = {
+    "silu": lambda b, x, p: b.op("Mul", [x, b.op("Sigmoid", [x])]),
+    # Both bounds always given (±inf included): an omitted bound is the type's finite limit in onnxruntime, so
+    # Clip(x, inf) gave FLT_MAX where clamp(x, inf, inf) is inf.
+    "hardtanh": lambda b, x, p: b.op("Clip", [x, b.scalar(p[0]), b.scalar(p[1])]),
+    "mish": lambda b, x, p: b.op("Mul", [x, b.op("Tanh", [_softplus(b, x, 1.0, SOFTPLUS_THRESHOLD)])]),
+    "softplus": lambda b, x, p: _softplus(b, x, float(p[0]), float(p[1])),
+    "gelu": _gelu,
+    "gelu_tanh": _gelu_tanh,
+}
+
+
 def _step(b: _Body, x: str, s: catalog.Step, extra) -> str:
-    name = s.name
-    if s.kind.binary:
-        v = extra(s.operand) if isinstance(s.operand, int) else b.scalar(float(s.operand))
-        binary = {"add": ("Add", False), "sub": ("Sub", False), "mul": ("Mul", False), "div": ("Div", False),
-                  "rsub": ("Sub", True), "rdiv": ("Div", True)}
-        op_type, swap = binary[name]
-        return b.op(op_type, [v, x] if swap else [x, v])
-    p = s.params
-    if name == "relu":
-        return b.op("Relu", [x])
-    if name == "leaky_relu":
-        return b.op("LeakyRelu", [x], alpha=float(p[0]))
-    if name == "sigmoid":
-        return b.op("Sigmoid", [x])
-    if name == "silu":
-        return b.op("Mul", [x, b.op("Sigmoid", [x])])
-    if name == "tanh":
-        return b.op("Tanh", [x])
-    if name == "hardtanh":
-        # Both bounds always given (±inf included): an omitted bound is the type's finite limit in onnxruntime,
-        # so Clip(x, inf) gave FLT_MAX where clamp(x, inf, inf) is inf.
-        return b.op("Clip", [x, b.scalar(p[0]), b.scalar(p[1])])
-    if name == "hardsigmoid":
-        return b.op("HardSigmoid", [x], alpha=float(p[0]), beta=float(p[1]))
-    if name == "hardswish":
-        return b.op("HardSwish", [x])
-    if name == "mish":
-        return b.op("Mul", [x, b.op("Tanh", [_softplus(b, x, 1.0, SOFTPLUS_THRESHOLD)])])
-    if name == "softplus":
-        return _softplus(b, x, float(p[0]), float(p[1]))
-    if name == "gelu":  # 0.5 x (1 + erf(x / sqrt(2)))
-        e = b.op("Erf", [b.op("Mul", [x, b.scalar(1.0 / math.sqrt(2.0))])])
-        return b.op("Mul", [b.op("Mul", [x, b.scalar(0.5)]), b.op("Add", [e, b.scalar(1.0)])])
-    if name == "gelu_tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        x3 = b.op("Mul", [b.op("Mul", [x, x]), x])
-        inner = b.op("Mul", [b.op("Add", [x, b.op("Mul", [x3, b.scalar(0.044715)])]),
-                             b.scalar(math.sqrt(2.0 / math.pi))])
-        return b.op("Mul", [b.op("Mul", [x, b.scalar(0.5)]), b.op("Add", [b.op("Tanh", [inner]), b.scalar(1.0)])])
-    raise catalog.CatalogError(f"no ONNX function body for chain step {name!r}")
+    kind = s.kind
+    if kind.name in BODY_OVERRIDES:
+        return BODY_OVERRIDES[kind.name](b, x, s.params)
+    onnx_op = kind.spec.get("onnx_op")
+    if onnx_op and b.opset >= onnx_op.get("since", 1):
+        return b.op(onnx_op["op"], [x], **{n: float(p) for n, p in zip(kind.param_names, s.params)})
+    values = {"x": x}
+    if kind.binary:
+        values["v"] = extra(s.operand) if isinstance(s.operand, int) else b.scalar(float(s.operand))
+    params = dict(zip(kind.param_names, s.params))
+
+    def var(name: str) -> str:
+        return values[name] if name in values else b.scalar(float(params[name]))
+
+    return formula_onnx.expand(kind.tree, b.scalar, var, lambda op_type, ins, **kw: b.op(op_type, ins, **kw))
 
 
 def _chain(b: _Body, x: str, steps: Sequence[catalog.Step], extra) -> str:
@@ -235,8 +239,9 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
     # is cast to float32 (a no-op for float32), the math and statistics run in float32, Y is cast to X's type.
     f32 = functools.lru_cache(maxsize=None)(lambda name: b.op("Cast", [name], to=onnx.TensorProto.FLOAT))
     if op == catalog.GROUP_NORM_ACT.name:
-        if rank is not None and not 2 <= rank <= 5:
-            raise catalog.CatalogError(f"{op}: X must have rank 2-5, got rank {rank}")
+        lo, hi = catalog.GROUP_NORM_ACT.x_rank
+        if rank is not None and not lo <= rank <= hi:
+            raise catalog.CatalogError(f"{op}: X must have rank {lo}-{hi}, got rank {rank}")
         cache: dict[str, str] = {}
 
         def channel(name: str) -> str:

@@ -40,8 +40,9 @@ def gn_input_problem(x: ir.Value | None) -> str | None:
     r = rank(x)
     if r is None:
         return "the input's rank is unknown (no shape information)"
-    if not 2 <= r <= 5:
-        return f"input rank {r} is not supported (2-5)"
+    lo, hi = catalog.GROUP_NORM_ACT.x_rank
+    if not lo <= r <= hi:
+        return f"input rank {r} is not supported ({lo}-{hi})"
     if not isinstance(x.shape[1], int):
         return f"the channel count (dim 1 of {x.name!r}) is dynamic"
     return None

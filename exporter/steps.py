@@ -1,5 +1,9 @@
 """Elementwise chain steps as onnxscript patterns: the ONNX forms the fuser recognises for each catalog step.
 
+Generated from the op spec: a step's ``onnx_op`` (one standard op) and, unless the spec says ``fuser = "hand"`` or
+``"onnx_op"``, its formula's expansion (the same ONNX form its function body has). Written by hand: binary steps
+(constant operands) and the exporter idioms of silu, mish, softplus, GELU and Clip.
+
 ``graph(op, x)`` builds the step from ``x`` (its last node's output is named "out"); ``extract(b, rank, C, axis)``
 returns (step name, params, operand) or None, where ``b`` holds the bound pattern values and ``axis`` is the channel
 axis of the tensor the step runs on (1, or the last axis after a GEMM).
@@ -14,6 +18,9 @@ from typing import Callable
 import numpy as np
 import onnx_ir as ir
 
+from fusedops import catalog
+
+from . import formula_onnx
 from .rule_util import attr, close, const, operand, var
 
 
@@ -155,8 +162,69 @@ def _tanh_gelu(form: int, cube: str) -> StepPattern:
     return StepPattern(f"gelu_tanh_{cube}_{form}", graph, extract, commute=True)
 
 
+# ---- generated from the op spec ----------------------------------------------------------------------------------
+
+def onnx_op_pattern(kind: catalog.StepKind) -> StepPattern:
+    """The spec's onnx_op of a step: that op on x, its attributes (absent: the op's own defaults) as parameters."""
+    op = kind.spec["onnx_op"]
+    defaults = op.get("defaults", {})
+    names = kind.param_names
+    read = (lambda n: tuple(float(attr(n, p, defaults[p])) for p in names)) if names else None
+    return _unary(kind.name, op["op"], kind.name, read)
+
+
+def formula_pattern(kind: catalog.StepKind) -> StepPattern:
+    """The step's formula expanded in ONNX ops exactly as its generated function body (formula_onnx), every
+    operand order of Add / Mul. Literals must match (relative 1e-6, or the spacing of a 16-bit constant); each
+    parameter occurrence binds a scalar constant, all occurrences of one parameter equal, valid for the step."""
+    leaves: list[tuple[str, object]] = []  # (pattern variable, ("num", value) | ("param", name)) in build order
+
+    def graph(op, x):
+        leaves.clear()
+
+        def num(value: float):
+            leaves.append((f"k{len(leaves)}", ("num", value)))
+            return var(leaves[-1][0])
+
+        def variable(name: str):
+            if name == "x":
+                return x
+            leaves.append((f"k{len(leaves)}", ("param", name)))
+            return var(leaves[-1][0])
+
+        return formula_onnx.expand(kind.tree, num, variable,
+                                   lambda op_type, ins, **kw: getattr(op, op_type)(*ins, **kw), _outputs=["out"])
+
+    def extract(b, rank, channels, axis):
+        params: dict[str, float] = {}
+        for name, (what, value) in leaves:
+            arr = const(b.get(name))
+            if what == "num":
+                if not close(arr, value):
+                    return None
+                continue
+            if arr is None or arr.size != 1 or math.isnan(_scalar(arr)) or params.get(value, _scalar(arr)) != \
+                    _scalar(arr):
+                return None
+            params[value] = _scalar(arr)
+        p = tuple(params.get(n, d) for n, d in zip(kind.param_names, kind.defaults))
+        try:
+            catalog._check_params(kind, p)
+        except catalog.CatalogError:
+            return None
+        return (kind.name, p, None)
+
+    return StepPattern(f"{kind.name}_formula", graph, extract, commute=True)
+
+
+_UNARY = [k for k in catalog.STEP_KINDS.values() if not k.binary]
+FORMULA_PATTERNS = [formula_pattern(k) for k in _UNARY if k.spec.get("fuser", "formula") == "formula"]
+ONNX_OP_PATTERNS = [onnx_op_pattern(k) for k in _UNARY if k.spec.get("onnx_op")]
+
+# ---- the list the fuser tries -------------------------------------------------------------------------------------
 # Multi-op forms first: at one root the first matching rule wins, and a decomposed GELU ends in a Mul by 0.5 that
-# the plain "mul" rule would otherwise take on its own.
+# the plain "mul" rule would otherwise take on its own. Hand-written patterns are the steps whose spec says
+# fuser = "hand" (the forms exporters write differ from the formula's expansion) plus Reciprocal / Add(x, x).
 STEP_PATTERNS: list[StepPattern] = [
     *[_erf_gelu(form, scale_op) for form in range(3) for scale_op in ("Div", "Mul")],
     *[_tanh_gelu(form, cube) for form in range(3) for cube in ("pow", "mul")],
@@ -164,21 +232,15 @@ STEP_PATTERNS: list[StepPattern] = [
     StepPattern("mish_decomposed", _mish_graph, lambda b, r, c, a: ("mish", (), None), commute=True),
     StepPattern("softplus_threshold", _softplus_threshold_graph, _softplus_extract),
     StepPattern("softplus_beta", _softplus_beta_graph, _softplus_extract, commute=True),
+    *FORMULA_PATTERNS,
     StepPattern("add_self", lambda op, x: op.Add(x, x, _outputs=["out"]), lambda b, r, c, a: ("mul", (), 2.0)),
     _binary("add", "Add", "add", False), _binary("add_l", "Add", "add", True),
     _binary("sub", "Sub", "sub", False), _binary("rsub", "Sub", "rsub", True),
     _binary("mul", "Mul", "mul", False), _binary("mul_l", "Mul", "mul", True),
     _binary("div", "Div", "div", False), _binary("rdiv", "Div", "rdiv", True),
-    _unary("relu", "Relu", "relu"),
+    *ONNX_OP_PATTERNS,
     StepPattern("reciprocal", lambda op, x: op.Reciprocal(x, _outputs=["out"]),
                 lambda b, r, c, a: ("rdiv", (), 1.0)),
-    _unary("leaky_relu", "LeakyRelu", "leaky_relu", lambda n: (float(attr(n, "alpha", 0.01)),)),
-    _unary("sigmoid", "Sigmoid", "sigmoid"),
-    _unary("tanh", "Tanh", "tanh"),
-    _unary("hardsigmoid", "HardSigmoid", "hardsigmoid",
-           lambda n: (float(attr(n, "alpha", 0.2)), float(attr(n, "beta", 0.5)))),
-    _unary("hardswish", "HardSwish", "hardswish"),
-    _unary("mish", "Mish", "mish"),
     _unary("softplus", "Softplus", "softplus", lambda n: (1.0, 20.0)),
     StepPattern("gelu_op", lambda op, x: op.Gelu(x, _allow_other_attributes=True, _outputs=["out"]),
                 _gelu_op_extract),

@@ -273,8 +273,9 @@ def _check_fused_node(node: onnx.NodeProto, index: int, shapes: _Shapes) -> cata
         raise ModelError(f"{where}: {spec.name} has exactly one output, got {len(node.output)}")
     x = shapes.of(node.input[0])
     if node.op_type == catalog.GROUP_NORM_ACT.name:
-        if x is not None and not 2 <= len(x) <= 5:
-            raise ModelError(f"{where}: X must have rank 2-5 (N, C, *spatial), got shape {_shape_text(x)}")
+        lo, hi = catalog.GROUP_NORM_ACT.x_rank
+        if x is not None and not lo <= len(x) <= hi:
+            raise ModelError(f"{where}: X must have rank {lo}-{hi} (N, C, *spatial), got shape {_shape_text(x)}")
         c = x[1] if x is not None else None
     else:
         if x is not None and len(x) < 2:

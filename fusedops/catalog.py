@@ -1,8 +1,10 @@
-"""The fused-op catalog: the one definition of the custom ONNX ops in domain ``fusedops`` (version 1).
+"""The fused-op catalog: the custom ONNX ops in domain ``fusedops`` (version 1) for Python.
 
-Read by the exporter (which nodes it emits and their ONNX function bodies), the tests, and the runtime adapters
-(PyTorch custom ops, the ONNX Runtime library, the TensorRT plugins). The native side mirrors the chain grammar and
-step numbering in ``plugins/include/fusedops/fusedops.h``; ``tests/test_catalog.py`` keeps the two in step.
+Its tables (ops, attributes, steps, codes, limits) come from the op spec (``fusedops/spec/ops.toml``, generated into
+``fusedops/spec/tables.py``; ``docs/ops.md`` lists them), as do the native side's (``fusedops_spec.h``). Written by
+hand here: the chain grammar's Python parser (the native twin is ``plugins/csrc/core/chain.cpp``), attribute
+validation and the PyTorch reference math (``REFERENCE``), which every backend is tested against. Read by the
+exporter (which nodes it emits and their ONNX function bodies), the tests, and the runtime adapters.
 
 Ops
 ---
@@ -26,6 +28,7 @@ Chains (``pre`` / ``post``)
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass, field
@@ -36,13 +39,15 @@ import torch
 import torch.nn.functional as F
 
 from .errors import FusedopsError
+from .spec import formula as _formula
+from .spec import tables as _spec
 
-DOMAIN = "fusedops"
-VERSION = 1
-PLUGIN_NAMESPACE = "fusedops"
-PLUGIN_VERSION = "1"
-MAX_STEPS = 16  # FUSEDOPS_MAX_STEPS
-MAX_EXTRAS = 8  # FUSEDOPS_MAX_EXTRAS
+DOMAIN = _spec.DOMAIN
+VERSION = _spec.VERSION
+PLUGIN_NAMESPACE = _spec.PLUGIN_NAMESPACE
+PLUGIN_VERSION = _spec.PLUGIN_VERSION
+MAX_STEPS = _spec.MAX_STEPS  # FUSEDOPS_MAX_STEPS
+MAX_EXTRAS = _spec.MAX_EXTRAS  # FUSEDOPS_MAX_EXTRAS
 
 
 class CatalogError(FusedopsError, ValueError):
@@ -57,40 +62,76 @@ def _softplus(x: torch.Tensor, beta: float, threshold: float) -> torch.Tensor:
     return F.softplus(x, beta=beta, threshold=threshold)
 
 
+# The reference math of every chain step, written by hand in PyTorch (like TensorRT OSS's PluginReference.py) and
+# kept apart from the spec's formulas on purpose: every backend (CPU and CUDA kernels, function bodies, ORT library,
+# PyTorch ops) and the formulas themselves are tested against it. fn(x, *params) for unary steps, fn(x, v) for binary.
+REFERENCE: dict[str, Callable[..., torch.Tensor]] = {
+    "add": lambda x, v: x + v,
+    "sub": lambda x, v: x - v,
+    "mul": lambda x, v: x * v,
+    "div": lambda x, v: x / v,
+    "rsub": lambda x, v: v - x,
+    "rdiv": lambda x, v: v / x,
+    "relu": lambda x: torch.relu(x),
+    "leaky_relu": lambda x, a: F.leaky_relu(x, a),
+    "sigmoid": lambda x: torch.sigmoid(x),
+    "silu": lambda x: F.silu(x),
+    "tanh": lambda x: torch.tanh(x),
+    "hardtanh": lambda x, lo, hi: torch.clamp(x, lo, hi),
+    "hardsigmoid": lambda x, a, b: torch.clamp(a * x + b, 0.0, 1.0),
+    "hardswish": lambda x: F.hardswish(x),
+    "mish": lambda x: x * torch.tanh(_softplus(x, 1.0, 20.0)),
+    "softplus": _softplus,
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "softsign": lambda x: F.softsign(x),
+}
+
+
 @dataclass(frozen=True)
 class StepKind:
+    """One chain step of the op spec (``fusedops/spec/ops.toml``) with its reference math."""
+
     name: str
     code: int  # fusedops_step_op
     binary: bool = False  # takes one operand: scalar or per-channel extra input
     defaults: tuple[float, ...] = ()  # parameters (unary steps), in order
-    fn: Callable[..., torch.Tensor] | None = None  # fn(x, *params) for unary, fn(x, v) for binary
+    fn: Callable[..., torch.Tensor] | None = None  # REFERENCE[name]
+    param_names: tuple[str, ...] = ()
+    allow_inf: tuple[bool, ...] = ()  # per parameter: may be -inf / inf (else finite)
+    nonzero: tuple[bool, ...] = ()  # per parameter: must not be 0
+    ordered: bool = False  # parameters (a, b) must satisfy a <= b
+    formula: str = ""  # the spec's formula text (fusedops.spec.formula)
+    spec: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # the spec's entry as is
+
+    @property
+    def tree(self) -> tuple:
+        """The formula parsed (fusedops.spec.formula's tree of tuples)."""
+        return _formula_tree(self.name)
 
 
-STEP_KINDS: dict[str, StepKind] = {
-    k.name: k
-    for k in [
-        StepKind("add", 1, binary=True, fn=lambda x, v: x + v),
-        StepKind("sub", 2, binary=True, fn=lambda x, v: x - v),
-        StepKind("mul", 3, binary=True, fn=lambda x, v: x * v),
-        StepKind("div", 4, binary=True, fn=lambda x, v: x / v),
-        StepKind("rsub", 5, binary=True, fn=lambda x, v: v - x),
-        StepKind("rdiv", 6, binary=True, fn=lambda x, v: v / x),
-        StepKind("relu", 7, fn=lambda x: torch.relu(x)),
-        StepKind("leaky_relu", 8, defaults=(0.01,), fn=lambda x, a: F.leaky_relu(x, a)),
-        StepKind("sigmoid", 9, fn=lambda x: torch.sigmoid(x)),
-        StepKind("silu", 10, fn=lambda x: F.silu(x)),
-        StepKind("tanh", 11, fn=lambda x: torch.tanh(x)),
-        StepKind("hardtanh", 12, defaults=(-1.0, 1.0), fn=lambda x, lo, hi: torch.clamp(x, lo, hi)),
-        StepKind("hardsigmoid", 13, defaults=(1.0 / 6.0, 0.5),
-                 fn=lambda x, a, b: torch.clamp(a * x + b, 0.0, 1.0)),
-        StepKind("hardswish", 14, fn=lambda x: F.hardswish(x)),
-        StepKind("mish", 15, fn=lambda x: x * torch.tanh(_softplus(x, 1.0, 20.0))),
-        StepKind("softplus", 16, defaults=(1.0, 20.0), fn=_softplus),
-        StepKind("gelu", 17, fn=lambda x: F.gelu(x)),
-        StepKind("gelu_tanh", 18, fn=lambda x: F.gelu(x, approximate="tanh")),
-    ]
-}
-STEP_ALIASES = {"swish": "silu", "clip": "hardtanh"}
+def _step_kind(s: dict) -> StepKind:
+    params = s.get("params", ())
+    return StepKind(s["name"], s["code"], binary=bool(s.get("operand")), defaults=tuple(p["default"] for p in params),
+                    fn=REFERENCE[s["name"]], param_names=tuple(p["name"] for p in params),
+                    allow_inf=tuple(bool(p.get("allow_inf")) for p in params),
+                    nonzero=tuple(bool(p.get("nonzero")) for p in params), ordered=bool(s.get("ordered")),
+                    formula=s["formula"], spec=s)
+
+
+_missing = [s["name"] for s in _spec.STEPS if s["name"] not in REFERENCE]
+_unknown = set(REFERENCE) - {s["name"] for s in _spec.STEPS}
+if _missing or _unknown:  # a spec edit without its reference math (or the reverse): fail loudly at import
+    raise ImportError(f"fusedops.catalog: REFERENCE and the op spec disagree: no reference math for "
+                      f"{_missing}, reference math for steps the spec lacks: {sorted(_unknown)}")
+STEP_KINDS: dict[str, StepKind] = {s["name"]: _step_kind(s) for s in _spec.STEPS}
+STEP_ALIASES = {alias: s["name"] for s in _spec.STEPS for alias in s.get("aliases", ())}
+
+
+@functools.lru_cache(maxsize=None)
+def _formula_tree(name: str) -> tuple:
+    k = STEP_KINDS[name]
+    return _formula.parse(k.formula, ["x", "v"] if k.binary else ["x", *k.param_names])
 
 
 @dataclass(frozen=True)
@@ -143,8 +184,9 @@ def _operand_text(op: float | int | None) -> str:
 #   number := [+-]? ( "inf" | ( digit+ [ "." digit* ] | "." digit+ ) [ [eE] [+-]? digit+ ] )
 #   ws     := " " | "\t" | "\n" | "\r" | "\f" | "\v"
 # Numbers are parsed as double and rounded to float32 (chains run in float32); a finite literal that rounds to
-# infinity is rejected. Parameters: finite, except hardtanh's bounds (±inf allowed, min <= max); softplus beta != 0.
-MAX_CHAIN_BYTES = 4096
+# infinity is rejected. Parameters follow the spec's rules: finite unless allow_inf (hardtanh's bounds, which must be
+# ordered: min <= max); nonzero ones (softplus beta) != 0.
+MAX_CHAIN_BYTES = _spec.MAX_CHAIN_BYTES
 _WS = " \t\n\r\f\v"
 _DIGITS = "0123456789"
 _NAME_CHARS = "abcdefghijklmnopqrstuvwxyz_"
@@ -244,17 +286,19 @@ def _parse_float(a: str, step: str) -> float:
     return v
 
 
-def _check_params(name: str, params: Sequence[float]) -> None:
+def _check_params(kind: StepKind, params: Sequence[float]) -> None:
+    """The spec's parameter rules, in the native parser's order: the order rule first (its bounds may be
+    infinite), then finiteness, then non-zero parameters."""
     params = [_to_float32(p) for p in params]  # judged as the runtimes see them
-    if name == "hardtanh":
-        if params[0] > params[1]:
-            raise CatalogError(f"step 'hardtanh' needs min <= max, got min={_float_text(params[0])} and "
-                               f"max={_float_text(params[1])}")
-        return
-    if any(math.isinf(p) for p in params):
-        raise CatalogError(f"parameters of step {quote(name)} must be finite")
-    if name == "softplus" and params[0] == 0.0:
-        raise CatalogError("step 'softplus' needs beta != 0")
+    names = kind.param_names
+    if kind.ordered and params[0] > params[1]:
+        raise CatalogError(f"step {quote(kind.name)} needs {names[0]} <= {names[1]}, got "
+                           f"{names[0]}={_float_text(params[0])} and {names[1]}={_float_text(params[1])}")
+    if any(math.isinf(p) and not inf_ok for p, inf_ok in zip(params, kind.allow_inf)):
+        raise CatalogError(f"parameters of step {quote(kind.name)} must be finite")
+    for p, name, nonzero in zip(params, names, kind.nonzero):
+        if nonzero and p == 0.0:
+            raise CatalogError(f"step {quote(kind.name)} needs {name} != 0")
 
 
 def parse_chain(text) -> list[Step]:
@@ -312,7 +356,7 @@ def parse_chain(text) -> list[Step]:
                     f"step {quote(name)} takes at most {len(kind.defaults)} parameter(s), got {len(args)}")
             params = [_parse_float(a, name) for a in args]
             params += list(kind.defaults[len(params):])
-            _check_params(name, params)
+            _check_params(kind, params)
             steps.append(Step(name, params=tuple(params)))
     if len(steps) > MAX_STEPS:
         raise CatalogError(f"chain has {len(steps)} steps; at most {MAX_STEPS} are supported")
@@ -350,7 +394,7 @@ def apply_chain(x: torch.Tensor, steps: Sequence[Step], extras: Sequence[torch.T
 # Channel reductions
 # ---------------------------------------------------------------------------------------------------------------------
 
-REDUCE_CODES = {"": 0, "min": 1, "max": 2, "sum": 3, "mean": 4, "logsumexp": 5}
+REDUCE_CODES = dict(_spec.REDUCES)
 
 
 def parse_reduce(text) -> str:
@@ -359,8 +403,8 @@ def parse_reduce(text) -> str:
         return ""
     t = _strip(_ascii_text(text, "reduce"))
     if t not in REDUCE_CODES:
-        raise CatalogError(f"unknown reduce {quote(t)}; expected one of '', 'min', 'max', 'sum', 'mean', "
-                           f"'logsumexp'")
+        raise CatalogError(f"unknown reduce {quote(t)}; expected one of "
+                           f"{', '.join(quote(k) for k in REDUCE_CODES)}")
     return t
 
 
@@ -392,19 +436,8 @@ class AttrSpec:
     doc: str
 
 
-COMMON_ATTRS = (
-    AttrSpec("num_groups", "INT", None, "number of groups; C % num_groups == 0"),
-    AttrSpec("epsilon", "FLOAT", 1e-5, "added to the variance"),
-    AttrSpec("pre", "STRING", "", "elementwise chain before GroupNorm"),
-    AttrSpec("post", "STRING", "", "elementwise chain after GroupNorm"),
-    AttrSpec("reduce", "STRING", "", "optional channel reduction after post: min|max|sum|mean|logsumexp"),
-    AttrSpec("plugin_namespace", "STRING", PLUGIN_NAMESPACE, "TensorRT plugin namespace"),
-    AttrSpec("plugin_version", "STRING", PLUGIN_VERSION, "TensorRT plugin version"),
-)
-GEMM_ATTRS = (
-    AttrSpec("trans_b", "INT", 1, "1: W is (C, K) as in nn.Linear; 0: W is (K, C)"),
-    AttrSpec("allow_tf32", "INT", 1, "float32 GEMM on TF32 tensor cores (1) or strict FP32 (0)"),
-)
+ATTRS: dict[str, AttrSpec] = {name: AttrSpec(name, a["type"], a["default"], a["doc"])
+                              for name, a in _spec.ATTRIBUTES.items()}
 
 
 @dataclass(frozen=True)
@@ -413,6 +446,8 @@ class OpSpec:
     inputs: tuple[str, ...]  # fixed inputs; then extra_0..extra_{k-1} (variadic, each (C,))
     attrs: tuple[AttrSpec, ...]
     doc: str
+    code: int = 0  # fusedops_op
+    x_rank: tuple[int, int] = (2, 2)  # X's rank range
 
     def attr(self, name: str) -> AttrSpec:
         for a in self.attrs:
@@ -421,11 +456,13 @@ class OpSpec:
         raise KeyError(name)
 
 
-GROUP_NORM_ACT = OpSpec("GroupNormAct", ("X", "gamma", "beta"), COMMON_ATTRS,
-                        "Y = reduce_C(post(GroupNorm(pre(X)))), X of shape (N, C, *spatial)")
-GEMM_GROUP_NORM_ACT = OpSpec("GemmGroupNormAct", ("X", "W", "B", "gamma", "beta"), COMMON_ATTRS + GEMM_ATTRS,
-                             "Y = reduce_C(post(GroupNorm(pre(X @ W^T + B)))), every row a sample")
-OPS: dict[str, OpSpec] = {o.name: o for o in (GROUP_NORM_ACT, GEMM_GROUP_NORM_ACT)}
+OPS: dict[str, OpSpec] = {
+    o["name"]: OpSpec(o["name"], tuple(i["name"] for i in o["inputs"]), tuple(ATTRS[a] for a in o["attributes"]),
+                      o["doc"], o["code"], tuple(o["inputs"][0]["rank"]))
+    for o in _spec.OPS
+}
+GROUP_NORM_ACT = OPS["GroupNormAct"]
+GEMM_GROUP_NORM_ACT = OPS["GemmGroupNormAct"]
 
 
 @dataclass
@@ -433,12 +470,12 @@ class FusedAttrs:
     """Parsed, validated attributes of one fused node (defaults applied)."""
 
     num_groups: int
-    epsilon: float = 1e-5
+    epsilon: float = _spec.ATTRIBUTES["epsilon"]["default"]
     pre: list[Step] = field(default_factory=list)
     post: list[Step] = field(default_factory=list)
     reduce: str = ""
-    trans_b: int = 1
-    allow_tf32: int = 1
+    trans_b: int = _spec.ATTRIBUTES["trans_b"]["default"]
+    allow_tf32: int = _spec.ATTRIBUTES["allow_tf32"]["default"]
 
     @property
     def num_extras(self) -> int:
@@ -461,7 +498,7 @@ class FusedAttrs:
         return d
 
 
-MAX_NUM_GROUPS = 2**31 - 1  # int32 in the C ABI's descriptor and TensorRT's INT fields
+MAX_NUM_GROUPS = _spec.MAX_NUM_GROUPS  # int32 in the C ABI's descriptor and TensorRT's INT fields
 
 
 def _int_attr(op: str, name: str, v) -> int:
@@ -496,7 +533,7 @@ def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
     g = _int_attr(op, "num_groups", attrs["num_groups"])
     if not 0 < g <= MAX_NUM_GROUPS:
         raise CatalogError(f"{op}: num_groups must be positive and at most {MAX_NUM_GROUPS}, got {g}")
-    eps = _float_attr(op, "epsilon", attrs.get("epsilon", 1e-5))
+    eps = _float_attr(op, "epsilon", attrs.get("epsilon", ATTRS["epsilon"].default))
     if not (eps >= 0.0) or math.isinf(eps):
         raise CatalogError(f"{op}: epsilon must be a finite non-negative number, got {eps}")
 
@@ -512,8 +549,8 @@ def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
         pre=text_attr("pre", parse_chain),
         post=text_attr("post", parse_chain),
         reduce=text_attr("reduce", parse_reduce),
-        trans_b=_int_attr(op, "trans_b", attrs.get("trans_b", 1)),
-        allow_tf32=_int_attr(op, "allow_tf32", attrs.get("allow_tf32", 1)),
+        trans_b=_int_attr(op, "trans_b", attrs.get("trans_b", ATTRS["trans_b"].default)),
+        allow_tf32=_int_attr(op, "allow_tf32", attrs.get("allow_tf32", ATTRS["allow_tf32"].default)),
     )
     if fa.trans_b not in (0, 1):
         raise CatalogError(f"{op}: trans_b must be 0 or 1, got {fa.trans_b}")
@@ -560,8 +597,9 @@ def group_norm_act_reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.T
                              extras: Sequence[torch.Tensor], a: FusedAttrs) -> torch.Tensor:
     """Reference GroupNormAct in x's dtype (pass float64 tensors for a float64 reference)."""
     op = GROUP_NORM_ACT.name
-    if x.dim() < 2 or x.dim() > 5:
-        raise CatalogError(f"{op}: X must have rank 2-5 (N, C, *spatial), got shape {tuple(x.shape)}")
+    lo, hi = GROUP_NORM_ACT.x_rank
+    if not lo <= x.dim() <= hi:
+        raise CatalogError(f"{op}: X must have rank {lo}-{hi} (N, C, *spatial), got shape {tuple(x.shape)}")
     C = x.shape[1]
     check_group_norm_shapes(op, C, a, gamma, beta, extras)
     dt = x.dtype

@@ -150,31 +150,32 @@ OrtStatus* read_attr(const Kernel& k, const OrtKernelInfo* info, const char* nam
     return k.error(std::string("attribute '") + name + "' must be " + type + ", got " + actual);
   return nullptr;
 }
-OrtStatus* attr_int(const Kernel& k, const OrtKernelInfo* info, const char* name, int64_t* out,
-                    bool* present = nullptr) {
+// One reader per ONNX attribute type, overloaded on the output (the op spec's attribute tables pick by type).
+OrtStatus* attr_value(const Kernel& k, const OrtKernelInfo* info, const char* name, int64_t* out, bool* present) {
   bool p = false;
   int64_t v = 0;
   OrtStatus* st =
       read_attr(k, info, name, "INT", &p, [&] { return k.api->KernelInfoGetAttribute_int64(info, name, &v); });
   if (p) *out = v;
-  if (present) *present = p;
+  *present = p;
   return st;
 }
-OrtStatus* attr_float(const Kernel& k, const OrtKernelInfo* info, const char* name, float* out) {
+OrtStatus* attr_value(const Kernel& k, const OrtKernelInfo* info, const char* name, float* out, bool* present) {
   bool p = false;
   float v = 0.f;
   OrtStatus* st =
       read_attr(k, info, name, "FLOAT", &p, [&] { return k.api->KernelInfoGetAttribute_float(info, name, &v); });
   if (p) *out = v;
+  *present = p;
   return st;
 }
-OrtStatus* attr_string(const Kernel& k, const OrtKernelInfo* info, const char* name, std::string* out,
-                       bool* present = nullptr) {
+OrtStatus* attr_value(const Kernel& k, const OrtKernelInfo* info, const char* name, std::string* out,
+                      bool* present) {
   bool p = false;
   size_t size = 0;
   OrtStatus* st = read_attr(k, info, name, "STRING", &p,
                             [&] { return k.api->KernelInfoGetAttribute_string(info, name, nullptr, &size); });
-  if (present) *present = p;
+  *present = p;
   if (st || !p) return st;
   std::string s(size, '\0');
   FUSEDOPS_ORT_CHECK(k.api->KernelInfoGetAttribute_string(info, name, &s[0], &size));
@@ -185,6 +186,42 @@ OrtStatus* attr_string(const Kernel& k, const OrtKernelInfo* info, const char* n
     return k.error(std::string("attribute '") + name + "' contains a NUL byte (0x00) at offset " +
                    std::to_string(nul) + "; attribute text must not");
   *out = s;
+  return nullptr;
+}
+
+// A node's attributes as the op spec lists them (fusedops_spec.h): a member of the attribute's ONNX type holding
+// its default, and whether the node gave it. ORT's C API cannot list a node's attributes, so the spec's list of the
+// op is what is read (an unknown attribute is caught where fusedops loads the model, exporter/validate.py).
+using AttrINT = int64_t;
+using AttrFLOAT = float;
+using AttrSTRING = std::string;
+struct NodeAttributes {
+#define FUSEDOPS_ORT_MEMBER(NAME, TYPE, ROLE, REQUIRED, FIXED, DEFAULT) \
+  Attr##TYPE NAME{DEFAULT};                                              \
+  bool has_##NAME = false;
+  FUSEDOPS_ATTRIBUTES(FUSEDOPS_ORT_MEMBER)
+#undef FUSEDOPS_ORT_MEMBER
+};
+
+std::string text_of(const std::string& v) { return v; }
+std::string text_of(int64_t v) { return std::to_string(v); }
+std::string text_of(float v) { return std::to_string(v); }
+
+// Reads the op's attributes in spec order; a required one that is absent, or a fixed one (plugin_namespace,
+// plugin_version) with another value, fails where it is read.
+OrtStatus* read_attributes(const Kernel& k, const OrtKernelInfo* info, NodeAttributes* a) {
+#define FUSEDOPS_ORT_READ(NAME, TYPE, ROLE, REQUIRED, FIXED, DEFAULT)                                           \
+  FUSEDOPS_ORT_CHECK(attr_value(k, info, #NAME, &a->NAME, &a->has_##NAME));                                    \
+  if (REQUIRED && !a->has_##NAME) return k.error("attribute '" #NAME "' is required");                         \
+  if (FIXED && a->has_##NAME && a->NAME != Attr##TYPE{DEFAULT})                                                \
+    return k.error(std::string("attribute '" #NAME "' must be '") + text_of(Attr##TYPE{DEFAULT}) + "', got '" + \
+                   text_of(a->NAME) + "'");
+  if (k.cfg.kind == OpKind::kGemmGroupNormAct) {
+    FUSEDOPS_GEMM_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_ORT_READ)
+  } else {
+    FUSEDOPS_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_ORT_READ)
+  }
+#undef FUSEDOPS_ORT_READ
   return nullptr;
 }
 
@@ -292,37 +329,19 @@ OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, 
 
     // Attributes: ORT's typed getters tell a wrong type from an absent attribute (absent keeps the default); the
     // library parses and validates the values.
-    int64_t groups = 0;
-    bool has_groups = false;
-    FUSEDOPS_ORT_CHECK(attr_int(*k, info, "num_groups", &groups, &has_groups));
-    if (!has_groups) return k->error("attribute 'num_groups' is required");
-    float eps = 1e-5f;
-    FUSEDOPS_ORT_CHECK(attr_float(*k, info, "epsilon", &eps));
-    std::string pre, post, reduce;
-    FUSEDOPS_ORT_CHECK(attr_string(*k, info, "pre", &pre));
-    FUSEDOPS_ORT_CHECK(attr_string(*k, info, "post", &post));
-    FUSEDOPS_ORT_CHECK(attr_string(*k, info, "reduce", &reduce));
-    for (const char* key : {"plugin_namespace", "plugin_version"}) {
-      std::string v;
-      bool has = false;
-      const char* want = std::strcmp(key, "plugin_namespace") == 0 ? "fusedops" : "1";
-      FUSEDOPS_ORT_CHECK(attr_string(*k, info, key, &v, &has));
-      if (has && v != want)
-        return k->error(std::string("attribute '") + key + "' must be '" + want + "', got '" + v + "'");
-    }
+    NodeAttributes na;
+    FUSEDOPS_ORT_CHECK(read_attributes(*k, info, &na));
     fusedops_attributes fa{};
     fa.op = k->cfg.kind == OpKind::kGemmGroupNormAct ? FUSEDOPS_OP_GEMM_GROUPNORM_ACT : FUSEDOPS_OP_GROUPNORM_ACT;
-    fa.num_groups = groups;
-    fa.epsilon = eps;
-    fa.pre = pre.c_str();
-    fa.post = post.c_str();
-    fa.reduce = reduce.c_str();
+    fa.num_groups = na.num_groups;
+    fa.epsilon = na.epsilon;
+    fa.pre = na.pre.c_str();
+    fa.post = na.post.c_str();
+    fa.reduce = na.reduce.c_str();
     fa.trans_b = 1;
     fa.allow_tf32 = 1;
     if (k->cfg.kind == OpKind::kGemmGroupNormAct) {
-      int64_t tb = 1, tf = 1;
-      FUSEDOPS_ORT_CHECK(attr_int(*k, info, "trans_b", &tb));
-      FUSEDOPS_ORT_CHECK(attr_int(*k, info, "allow_tf32", &tf));
+      const int64_t tb = na.trans_b, tf = na.allow_tf32;
       if (tb != 0 && tb != 1) return k->error("trans_b must be 0 or 1, got " + std::to_string(tb));
       if (tf != 0 && tf != 1) return k->error("allow_tf32 must be 0 or 1, got " + std::to_string(tf));
       fa.trans_b = static_cast<int32_t>(tb);

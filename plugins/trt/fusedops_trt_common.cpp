@@ -133,6 +133,36 @@ bool readString(PluginField const& f, std::string& out, std::string& err) {
   return true;
 }
 
+// The attributes of an op as the op spec lists them, with the field type TensorRT's ONNX parser gives each.
+struct SpecField {
+  char const* name;
+  PluginFieldType type;
+  bool plugin;  // role PLUGIN: TensorRT's plugin selection, no meaning for the kernels
+};
+constexpr PluginFieldType kFieldINT = PluginFieldType::kINT32;
+constexpr PluginFieldType kFieldFLOAT = PluginFieldType::kFLOAT32;
+constexpr PluginFieldType kFieldSTRING = PluginFieldType::kCHAR;
+constexpr bool kRoleKERNEL = false;
+constexpr bool kRolePLUGIN = true;
+
+std::vector<SpecField> specFields(OpKind kind) {
+  std::vector<SpecField> out;
+#define FUSEDOPS_TRT_FIELD(NAME, TYPE, ROLE, REQUIRED, FIXED, DEFAULT) out.push_back({#NAME, kField##TYPE, kRole##ROLE});
+  if (kind == OpKind::kGemmGroupNormAct) {
+    FUSEDOPS_GEMM_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_TRT_FIELD)
+  } else {
+    FUSEDOPS_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_TRT_FIELD)
+  }
+#undef FUSEDOPS_TRT_FIELD
+  return out;
+}
+
+bool isSpecField(OpKind kind, std::string const& name) {
+  for (SpecField const& s : specFields(kind))
+    if (name == s.name) return true;
+  return false;
+}
+
 }  // namespace
 
 bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, std::string& err) noexcept {
@@ -165,6 +195,10 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
       }
       int64_t iv = 0;
       double fv = 0.0;
+      if (!isSpecField(kind, name) && name != "workspace_bytes") {  // workspace_bytes: ours, set by configurePlugin
+        err = "unknown field '" + name + "'";
+        break;
+      }
       if (name == "num_groups") {
         if (!readInt(f, iv, err)) break;
         if (iv <= 0 || iv > INT32_MAX) {
@@ -184,7 +218,7 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
         std::string s;
         if (!readString(f, s, err)) break;
         (name == "pre" ? cfg.preText : name == "post" ? cfg.postText : cfg.reduceText) = s;
-      } else if (gemm && (name == "trans_b" || name == "allow_tf32")) {
+      } else if (name == "trans_b" || name == "allow_tf32") {
         if (!readInt(f, iv, err)) break;
         if (iv != 0 && iv != 1) {
           err = name + " must be 0 or 1, got " + std::to_string(iv);
@@ -198,11 +232,8 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
           break;
         }
         cfg.workspaceBytes = iv;
-      } else if (name == "plugin_namespace" || name == "plugin_version") {
-        // Attributes the ONNX parser uses to pick the plugin; they carry no meaning for the plugin itself.
       } else {
-        err = "unknown field '" + name + "'";
-        break;
+        // plugin_namespace, plugin_version: the ONNX parser picks the plugin by them; no meaning for the kernels.
       }
     }
     if (!err.empty()) {
@@ -241,19 +272,13 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
 }
 
 std::vector<PluginField> advertisedFields(OpKind kind) {
-  std::vector<PluginField> f{
-      PluginField("num_groups", nullptr, PluginFieldType::kINT32, 1),
-      PluginField("epsilon", nullptr, PluginFieldType::kFLOAT32, 1),
-      PluginField("pre", nullptr, PluginFieldType::kCHAR, 0),
-      PluginField("post", nullptr, PluginFieldType::kCHAR, 0),
-      PluginField("reduce", nullptr, PluginFieldType::kCHAR, 0),
-  };
-  if (kind == OpKind::kGemmGroupNormAct) {
-    f.emplace_back("trans_b", nullptr, PluginFieldType::kINT32, 1);
-    f.emplace_back("allow_tf32", nullptr, PluginFieldType::kINT32, 1);
+  // The op's attributes from the op spec (fusedops_spec.h): the kernel's first, then the two TensorRT's ONNX parser
+  // picks the plugin by. INT fields are advertised as INT32 (what the parser passes), STRING as CHAR.
+  std::vector<PluginField> f;
+  for (bool const plugin : {false, true}) {
+    for (SpecField const& s : specFields(kind))
+      if (s.plugin == plugin) f.emplace_back(s.name, nullptr, s.type, s.type == PluginFieldType::kCHAR ? 0 : 1);
   }
-  f.emplace_back("plugin_namespace", nullptr, PluginFieldType::kCHAR, 0);
-  f.emplace_back("plugin_version", nullptr, PluginFieldType::kCHAR, 0);
   return f;
 }
 

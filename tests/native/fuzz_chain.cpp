@@ -49,20 +49,38 @@ void check_message(const std::vector<char>& buf, size_t err_len) {
     require(*p >= 0x20 && *p < 0x7F, "message is printable ASCII on one line");
 }
 
+// The op spec's parameter rules of each step (fusedops_spec.h): flags of parameters a and b, ordered a <= b.
+struct ParamRules {
+  int32_t op, num_params, flags[2];
+  bool ordered;
+};
+const ParamRules kRules[] = {
+#define FUSEDOPS_RULES(E, NAME, CODE, BINARY, NP, DA, NA, FA, DB, NB, FB, ORDERED) \
+  {FUSEDOPS_STEP_##E, NP, {FA, FB}, ORDERED != 0},
+    FUSEDOPS_STEPS(FUSEDOPS_RULES)
+#undef FUSEDOPS_RULES
+};
+
 void check_chain(const fusedops_chain& ch) {
   require(ch.num_steps >= 0 && ch.num_steps <= FUSEDOPS_MAX_STEPS, "step count in range");
   for (int32_t i = 0; i < ch.num_steps; ++i) {
     const fusedops_step& s = ch.steps[i];
-    require(s.op >= FUSEDOPS_STEP_ADD && s.op <= FUSEDOPS_STEP_GELU_TANH, "known op code");
-    const bool binary = s.op <= FUSEDOPS_STEP_RDIV;
-    if (binary) {
+    require(fusedops_step_is_known(s.op) != 0, "known op code");
+    if (fusedops_step_is_binary(s.op)) {
       require(s.operand >= -1 && s.operand < FUSEDOPS_MAX_EXTRAS, "operand in range");
       require(s.operand >= 0 || !std::isnan(s.a), "scalar operand is a number");
     } else {
       require(s.operand == -1, "unary steps have no operand");
       require(!std::isnan(s.a) && !std::isnan(s.b), "parameters are numbers");
-      if (s.op == FUSEDOPS_STEP_HARDTANH) require(s.a <= s.b, "hardtanh min <= max");
-      if (s.op == FUSEDOPS_STEP_SOFTPLUS) require(s.a != 0.f && std::isfinite(s.a), "softplus beta finite, != 0");
+      for (const ParamRules& r : kRules) {
+        if (r.op != s.op) continue;
+        const float p[2] = {s.a, s.b};
+        if (r.ordered) require(s.a <= s.b, "ordered parameters: a <= b");
+        for (int k = 0; k < r.num_params; ++k) {
+          if (!(r.flags[k] & FUSEDOPS_PARAM_ALLOW_INF)) require(std::isfinite(p[k]), "parameter finite");
+          if (r.flags[k] & FUSEDOPS_PARAM_NONZERO) require(p[k] != 0.f, "parameter != 0");
+        }
+      }
     }
   }
 }
@@ -103,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int32_t code = -7;
   std::fill(err.begin(), err.end(), 'Z');
   const int rrc = fusedops_parse_reduce(text.c_str(), &code, err_ptr, err_len);
-  require(rrc == FUSEDOPS_OK ? (code >= 0 && code <= FUSEDOPS_REDUCE_LOGSUMEXP) : rrc == FUSEDOPS_ERR_INVALID_ARGUMENT,
+  require(rrc == FUSEDOPS_OK ? fusedops_reduce_is_known(code) != 0 : rrc == FUSEDOPS_ERR_INVALID_ARGUMENT,
           "parse_reduce status and code");
   if (rrc != FUSEDOPS_OK) check_message(err, err_len);
 

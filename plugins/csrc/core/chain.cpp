@@ -20,7 +20,7 @@ using fusedops::core::set_err;
 
 namespace {
 
-constexpr size_t kMaxChainBytes = 4096;  // fusedops.catalog.MAX_CHAIN_BYTES
+constexpr size_t kMaxChainBytes = FUSEDOPS_MAX_CHAIN_BYTES;  // fusedops.catalog.MAX_CHAIN_BYTES
 
 struct StepInfo {
   const char* name;
@@ -28,34 +28,27 @@ struct StepInfo {
   bool binary;
   int num_defaults;
   float defaults[2];
+  const char* param_names[2];
+  int param_flags[2];  // FUSEDOPS_PARAM_ALLOW_INF | FUSEDOPS_PARAM_NONZERO
+  bool ordered;        // parameter a <= parameter b
 };
 
-// Order and defaults as fusedops.catalog.STEP_KINDS.
+// The op spec's steps (fusedops_spec.h), in the order of fusedops.catalog.STEP_KINDS.
 const StepInfo kSteps[] = {
-    {"add", FUSEDOPS_STEP_ADD, true, 0, {0, 0}},
-    {"sub", FUSEDOPS_STEP_SUB, true, 0, {0, 0}},
-    {"mul", FUSEDOPS_STEP_MUL, true, 0, {0, 0}},
-    {"div", FUSEDOPS_STEP_DIV, true, 0, {0, 0}},
-    {"rsub", FUSEDOPS_STEP_RSUB, true, 0, {0, 0}},
-    {"rdiv", FUSEDOPS_STEP_RDIV, true, 0, {0, 0}},
-    {"relu", FUSEDOPS_STEP_RELU, false, 0, {0, 0}},
-    {"leaky_relu", FUSEDOPS_STEP_LEAKY_RELU, false, 1, {0.01f, 0}},
-    {"sigmoid", FUSEDOPS_STEP_SIGMOID, false, 0, {0, 0}},
-    {"silu", FUSEDOPS_STEP_SILU, false, 0, {0, 0}},
-    {"tanh", FUSEDOPS_STEP_TANH, false, 0, {0, 0}},
-    {"hardtanh", FUSEDOPS_STEP_HARDTANH, false, 2, {-1.0f, 1.0f}},
-    {"hardsigmoid", FUSEDOPS_STEP_HARDSIGMOID, false, 2, {static_cast<float>(1.0 / 6.0), 0.5f}},
-    {"hardswish", FUSEDOPS_STEP_HARDSWISH, false, 0, {0, 0}},
-    {"mish", FUSEDOPS_STEP_MISH, false, 0, {0, 0}},
-    {"softplus", FUSEDOPS_STEP_SOFTPLUS, false, 2, {1.0f, 20.0f}},
-    {"gelu", FUSEDOPS_STEP_GELU, false, 0, {0, 0}},
-    {"gelu_tanh", FUSEDOPS_STEP_GELU_TANH, false, 0, {0, 0}},
+#define FUSEDOPS_STEP_INFO(E, NAME, CODE, BINARY, NP, DA, NA, FA, DB, NB, FB, ORDERED) \
+  {NAME, FUSEDOPS_STEP_##E, BINARY != 0, NP, {DA, DB}, {NA, NB}, {FA, FB}, ORDERED != 0},
+    FUSEDOPS_STEPS(FUSEDOPS_STEP_INFO)
+#undef FUSEDOPS_STEP_INFO
 };
 
 const StepInfo* find_step(const std::string& name) {
-  const std::string n = name == "swish" ? "silu" : name == "clip" ? "hardtanh" : name;  // STEP_ALIASES
+  int32_t op = 0;
+#define FUSEDOPS_STEP_ALIAS(ALIAS, E) \
+  if (name == ALIAS) op = FUSEDOPS_STEP_##E;
+  FUSEDOPS_STEP_ALIASES(FUSEDOPS_STEP_ALIAS)
+#undef FUSEDOPS_STEP_ALIAS
   for (const auto& s : kSteps)
-    if (n == s.name) return &s;
+    if (op ? s.op == op : name == s.name) return &s;
   return nullptr;
 }
 
@@ -150,25 +143,26 @@ std::string float_text(float v) {
   return buf;
 }
 
-// fusedops.catalog._check_params.
+// fusedops.catalog._check_params: the order rule first (its bounds may be infinite), then finiteness, then
+// non-zero parameters.
 bool params_ok(const StepInfo& info, const float p[2], char* err, size_t err_len) {
-  if (info.op == FUSEDOPS_STEP_HARDTANH) {
-    if (p[0] > p[1]) {
-      set_err(err, err_len, "step 'hardtanh' needs min <= max, got min=%s and max=%s", float_text(p[0]).c_str(),
-              float_text(p[1]).c_str());
-      return false;
-    }
-    return true;
+  if (info.ordered && p[0] > p[1]) {
+    set_err(err, err_len, "step '%s' needs %s <= %s, got %s=%s and %s=%s", info.name, info.param_names[0],
+            info.param_names[1], info.param_names[0], float_text(p[0]).c_str(), info.param_names[1],
+            float_text(p[1]).c_str());
+    return false;
   }
   for (int k = 0; k < info.num_defaults; ++k) {
-    if (std::isinf(p[k])) {
+    if (!(info.param_flags[k] & FUSEDOPS_PARAM_ALLOW_INF) && std::isinf(p[k])) {
       set_err(err, err_len, "parameters of step '%s' must be finite", info.name);
       return false;
     }
   }
-  if (info.op == FUSEDOPS_STEP_SOFTPLUS && p[0] == 0.f) {
-    set_err(err, err_len, "step 'softplus' needs beta != 0");
-    return false;
+  for (int k = 0; k < info.num_defaults; ++k) {
+    if ((info.param_flags[k] & FUSEDOPS_PARAM_NONZERO) && p[k] == 0.f) {
+      set_err(err, err_len, "step '%s' needs %s != 0", info.name, info.param_names[k]);
+      return false;
+    }
   }
   return true;
 }
@@ -208,10 +202,8 @@ bool parse_step(const std::string& raw, const std::string& full, fusedops_step* 
   }
   const StepInfo* info = find_step(name);
   if (!info) {
-    set_err(err, err_len,
-            "unknown chain step %s in %s; known: add, sub, mul, div, rsub, rdiv, relu, leaky_relu, sigmoid, silu, "
-            "tanh, hardtanh, hardsigmoid, hardswish, mish, softplus, gelu, gelu_tanh",
-            quote(name).c_str(), quote(full).c_str());
+    set_err(err, err_len, "unknown chain step %s in %s; known: " FUSEDOPS_STEP_NAMES_TEXT, quote(name).c_str(),
+            quote(full).c_str());
     return false;
   }
   *s = fusedops_step{};
@@ -297,15 +289,14 @@ FUSEDOPS_API int fusedops_parse_reduce(const char* text, int32_t* out, char* err
   std::string checked;
   if (!ascii_text(text, "reduce", &checked, err, err_len)) return FUSEDOPS_ERR_INVALID_ARGUMENT;
   const std::string t = strip(checked);
-  static const char* names[] = {"", "min", "max", "sum", "mean", "logsumexp"};
-  for (int32_t k = 0; k < 6; ++k) {
-    if (t == names[k]) {
-      *out = k;
-      return FUSEDOPS_OK;
-    }
+#define FUSEDOPS_REDUCE_MATCH(E, TEXT)  \
+  if (t == TEXT) {                     \
+    *out = FUSEDOPS_REDUCE_##E;        \
+    return FUSEDOPS_OK;                \
   }
-  set_err(err, err_len, "unknown reduce %s; expected one of '', 'min', 'max', 'sum', 'mean', 'logsumexp'",
-          quote(t).c_str());
+  FUSEDOPS_REDUCES(FUSEDOPS_REDUCE_MATCH)
+#undef FUSEDOPS_REDUCE_MATCH
+  set_err(err, err_len, "unknown reduce %s; expected one of " FUSEDOPS_REDUCE_NAMES_TEXT, quote(t).c_str());
   return FUSEDOPS_ERR_INVALID_ARGUMENT;
 }
 
@@ -316,7 +307,7 @@ FUSEDOPS_API int32_t fusedops_num_extras(const fusedops_chain* pre, const fusedo
   for (const fusedops_chain* c : {pre, post}) {
     if (!c) continue;
     for (int32_t i = 0; i < c->num_steps && i < FUSEDOPS_MAX_STEPS; ++i)
-      if (c->steps[i].op >= FUSEDOPS_STEP_ADD && c->steps[i].op <= FUSEDOPS_STEP_RDIV && c->steps[i].operand >= 0 &&
+      if (fusedops_step_is_binary(c->steps[i].op) && c->steps[i].operand >= 0 &&
           static_cast<int64_t>(c->steps[i].operand) + 1 > n)
         n = static_cast<int64_t>(c->steps[i].operand) + 1;
   }

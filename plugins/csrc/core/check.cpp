@@ -17,12 +17,11 @@ int check_chain(const fusedops_chain& c, const char* which, char* err, size_t er
   }
   for (int32_t i = 0; i < c.num_steps; ++i) {
     const fusedops_step& s = c.steps[i];
-    if (s.op < FUSEDOPS_STEP_ADD || s.op > FUSEDOPS_STEP_GELU_TANH) {
+    if (!fusedops_step_is_known(s.op)) {
       set_err(err, err_len, "%s chain step %d has unknown op code %d", which, i, s.op);
       return FUSEDOPS_ERR_INVALID_ARGUMENT;
     }
-    const bool binary = s.op <= FUSEDOPS_STEP_RDIV;
-    if (binary && (s.operand < -1 || s.operand >= FUSEDOPS_MAX_EXTRAS)) {
+    if (fusedops_step_is_binary(s.op) && (s.operand < -1 || s.operand >= FUSEDOPS_MAX_EXTRAS)) {
       set_err(err, err_len, "%s chain step %d references extra input %d; expected -1 (scalar) or 0..%d", which, i,
               s.operand, FUSEDOPS_MAX_EXTRAS - 1);
       return FUSEDOPS_ERR_INVALID_ARGUMENT;
@@ -31,7 +30,7 @@ int check_chain(const fusedops_chain& c, const char* which, char* err, size_t er
   return FUSEDOPS_OK;
 }
 
-bool dtype_ok(int32_t dt) { return dt == FUSEDOPS_F32 || dt == FUSEDOPS_F16 || dt == FUSEDOPS_BF16; }
+bool dtype_ok(int32_t dt) { return fusedops_dtype_is_supported(dt) != 0; }
 
 }  // namespace
 
@@ -69,7 +68,7 @@ FUSEDOPS_API int fusedops_groupnorm_act_check(const fusedops_groupnorm_desc* d, 
   if (rc) return rc;
   rc = check_chain(d->post, "post", err, err_len);
   if (rc) return rc;
-  if (d->reduce < FUSEDOPS_REDUCE_NONE || d->reduce > FUSEDOPS_REDUCE_LOGSUMEXP) {
+  if (!fusedops_reduce_is_known(d->reduce)) {
     set_err(err, err_len, "unknown reduce code %d", d->reduce);
     return FUSEDOPS_ERR_INVALID_ARGUMENT;
   }

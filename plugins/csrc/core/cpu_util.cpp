@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/cpu_util.h"
+#include "core/step_formulas.h"
 
 namespace fusedops {
 namespace cpu {
@@ -42,7 +43,7 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
   for (int32_t si = 0; si < chain.num_steps; ++si) {
     const fusedops_step& s = chain.steps[si];
     const float a = s.a, b = s.b;
-    if (s.op >= FUSEDOPS_STEP_ADD && s.op <= FUSEDOPS_STEP_RDIV) {
+    if (fusedops_step_is_binary(s.op)) {
       const float* e = s.operand >= 0 ? extras[s.operand] + c0 : nullptr;
       const bool vec = e && per_element_channel;
       const float sc = e ? e[0] : a;
@@ -58,28 +59,29 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
       v[i] = (EXPR);                                       \
     }                                                      \
   }
+      // Every binary step runs its spec formula (core/step_formulas.h).
       switch (s.op) {
-        case FUSEDOPS_STEP_ADD: FUSEDOPS_BINARY(x + o) break;
-        case FUSEDOPS_STEP_SUB: FUSEDOPS_BINARY(x - o) break;
-        case FUSEDOPS_STEP_MUL: FUSEDOPS_BINARY(x * o) break;
-        case FUSEDOPS_STEP_DIV: FUSEDOPS_BINARY(x / o) break;
-        case FUSEDOPS_STEP_RSUB: FUSEDOPS_BINARY(o - x) break;
-        case FUSEDOPS_STEP_RDIV: FUSEDOPS_BINARY(o / x) break;
+#define FUSEDOPS_BINARY_CASE(E, FN) \
+  case FUSEDOPS_STEP_##E: FUSEDOPS_BINARY(steps::FN(x, o, a, b)) break;
+        FUSEDOPS_CPU_FORMULA_BINARY_STEPS(FUSEDOPS_BINARY_CASE)
+#undef FUSEDOPS_BINARY_CASE
         default: break;
       }
 #undef FUSEDOPS_BINARY
       continue;
     }
-    // Transcendental steps use Eigen's vectorised float kernels (exp, log1p, tanh, erf, logistic): the scalar libm
-    // calls cost ~10x more and dominate the epilogue of model 3 (mish) and model 4 (gelu) on the CPU.
+    // Steps without a hand-tuned path run their spec formula (core/step_formulas.h) in a plain loop the compiler
+    // vectorises. Transcendental steps (the spec's cpu overrides) use Eigen's vectorised float kernels (exp, log1p,
+    // tanh, erf, logistic): the scalar libm calls cost ~10x more and dominate the epilogue of model 3 (mish) and
+    // model 4 (gelu) on the CPU.
     Eigen::Map<Eigen::ArrayXf> x(v, n);
     switch (s.op) {
-      case FUSEDOPS_STEP_RELU:
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] < 0.f ? 0.f : v[i];  // NaN propagates
-        break;
-      case FUSEDOPS_STEP_LEAKY_RELU:
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0.f ? v[i] : v[i] * a;
-        break;
+#define FUSEDOPS_UNARY_CASE(E, FN)                                            \
+  case FUSEDOPS_STEP_##E:                                                     \
+    for (int64_t i = 0; i < n; ++i) v[i] = steps::FN(v[i], 0.f, a, b);        \
+    break;
+      FUSEDOPS_CPU_FORMULA_UNARY_STEPS(FUSEDOPS_UNARY_CASE)
+#undef FUSEDOPS_UNARY_CASE
       case FUSEDOPS_STEP_SIGMOID:
         x = x.logistic();
         break;
@@ -89,21 +91,6 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
         break;
       case FUSEDOPS_STEP_TANH:
         x = x.tanh();
-        break;
-      case FUSEDOPS_STEP_HARDTANH:
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] < a ? a : (v[i] > b ? b : v[i]);  // NaN propagates
-        break;
-      case FUSEDOPS_STEP_HARDSIGMOID:
-        for (int64_t i = 0; i < n; ++i) {
-          const float t = a * v[i] + b;
-          v[i] = t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
-        }
-        break;
-      case FUSEDOPS_STEP_HARDSWISH:
-        for (int64_t i = 0; i < n; ++i) {
-          const float t = v[i] + 3.f;
-          v[i] = v[i] * (t < 0.f ? 0.f : (t > 6.f ? 6.f : t)) / 6.f;  // PyTorch's formulation
-        }
         break;
       case FUSEDOPS_STEP_MISH: {
         // x * tanh(softplus(x)) with one exp: tanh(log(1 + e)) = n / (n + 2), n = e (e + 2), e = exp(x);

@@ -18,13 +18,14 @@ constexpr int64_t kMaxElements = int64_t{1} << 46;
 
 const char* dtype_name(int32_t dt) {
   switch (dt) {
-    case FUSEDOPS_F32: return "float32";
-    case FUSEDOPS_F16: return "float16";
-    case FUSEDOPS_BF16: return "bfloat16";
+#define FUSEDOPS_DTYPE_NAME(E, NAME) \
+  case FUSEDOPS_##E: return NAME;
+    FUSEDOPS_DTYPES(FUSEDOPS_DTYPE_NAME)
+#undef FUSEDOPS_DTYPE_NAME
     default: return "an unsupported dtype";
   }
 }
-bool dtype_ok(int32_t dt) { return dt == FUSEDOPS_F32 || dt == FUSEDOPS_F16 || dt == FUSEDOPS_BF16; }
+bool dtype_ok(int32_t dt) { return fusedops_dtype_is_supported(dt) != 0; }
 
 std::string shape_text(const fusedops_tensor_desc& t) {
   if (t.rank < 0) return "(rank unknown)";
@@ -60,7 +61,13 @@ int64_t product(const fusedops_tensor_desc& t, int32_t begin, int32_t end) {
 }
 
 const char* op_name(int32_t op) {
-  return op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "GemmGroupNormAct" : "GroupNormAct";
+  switch (op) {
+#define FUSEDOPS_OP_NAME(E, NAME) \
+  case FUSEDOPS_OP_##E: return NAME;
+    FUSEDOPS_OPS(FUSEDOPS_OP_NAME)
+#undef FUSEDOPS_OP_NAME
+    default: return "an unknown op";
+  }
 }
 
 struct Rules {
@@ -136,15 +143,16 @@ FUSEDOPS_API int fusedops_describe(fusedops_op_desc* desc, const fusedops_tensor
   const bool gemm = desc->op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT;
   const Rules r{*desc, err, err_len};
   fusedops_groupnorm_desc& gn = desc->d.gn;
-  const int32_t fixed = gemm ? 5 : 3;
+  const int32_t fixed = gemm ? FUSEDOPS_GEMM_GROUPNORM_ACT_NUM_INPUTS : FUSEDOPS_GROUPNORM_ACT_NUM_INPUTS;
+  const char* fixed_names = gemm ? FUSEDOPS_GEMM_GROUPNORM_ACT_INPUTS_TEXT : FUSEDOPS_GROUPNORM_ACT_INPUTS_TEXT;
   const int32_t need = fusedops_num_extras(&gn.pre, &gn.post);
   if (num_inputs < fixed)
     return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "%d inputs given; expected at least %d (%s)", num_inputs, fixed,
-                  gemm ? "X, W, B, gamma, beta" : "X, gamma, beta");
+                  fixed_names);
   if (num_inputs < fixed + need)
     return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT,
                   "chains reference %d extra input(s) (@0..@%d), got %d (inputs: %s, then the extras)", need, need - 1,
-                  num_inputs - fixed > 0 ? num_inputs - fixed : 0, gemm ? "X, W, B, gamma, beta" : "X, gamma, beta");
+                  num_inputs - fixed > 0 ? num_inputs - fixed : 0, fixed_names);
   if (num_inputs > fixed + FUSEDOPS_MAX_EXTRAS)
     return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "%d extra inputs given; at most %d are supported",
                   num_inputs - fixed, FUSEDOPS_MAX_EXTRAS);
@@ -166,10 +174,10 @@ FUSEDOPS_API int fusedops_describe(fusedops_op_desc* desc, const fusedops_tensor
   y.dtype = X.dtype;
   y.rank = X.rank;
   if (!gemm) {
-    if (X.rank >= 0 && (X.rank < 2 || X.rank > 5))
-      return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "X must have rank 2-5 (N, C, *spatial), got shape %s",
-                    shape_text(X).c_str());
-    if (X.rank >= 2) {
+    if (X.rank >= 0 && (X.rank < FUSEDOPS_GROUPNORM_ACT_X_MIN_RANK || X.rank > FUSEDOPS_GROUPNORM_ACT_X_MAX_RANK))
+      return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "X must have rank %d-%d (N, C, *spatial), got shape %s",
+                    FUSEDOPS_GROUPNORM_ACT_X_MIN_RANK, FUSEDOPS_GROUPNORM_ACT_X_MAX_RANK, shape_text(X).c_str());
+    if (X.rank >= FUSEDOPS_GROUPNORM_ACT_X_MIN_RANK) {
       N = X.dims[0];
       C = X.dims[1];
       S = product(X, 2, X.rank);
@@ -178,9 +186,9 @@ FUSEDOPS_API int fusedops_describe(fusedops_op_desc* desc, const fusedops_tensor
     }
   } else {
     const fusedops_tensor_desc& W = in[1];
-    if (X.rank >= 0 && X.rank < 2)
-      return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "X must have rank >= 2 (rows, K), got shape %s",
-                    shape_text(X).c_str());
+    if (X.rank >= 0 && X.rank < FUSEDOPS_GEMM_GROUPNORM_ACT_X_MIN_RANK)
+      return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "X must have rank >= %d (rows, K), got shape %s",
+                    FUSEDOPS_GEMM_GROUPNORM_ACT_X_MIN_RANK, shape_text(X).c_str());
     if (W.rank >= 0 && W.rank != 2)
       return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "W must be 2-D, got shape %s", shape_text(W).c_str());
     if (W.dtype != FUSEDOPS_DTYPE_UNKNOWN && X.dtype != FUSEDOPS_DTYPE_UNKNOWN && W.dtype != X.dtype)
@@ -188,7 +196,7 @@ FUSEDOPS_API int fusedops_describe(fusedops_op_desc* desc, const fusedops_tensor
                     dtype_name(X.dtype));
     if (numel(W) > kMaxElements)
       return r.fail(FUSEDOPS_ERR_INVALID_ARGUMENT, "W of shape %s is too large", shape_text(W).c_str());
-    if (X.rank >= 2) {
+    if (X.rank >= FUSEDOPS_GEMM_GROUPNORM_ACT_X_MIN_RANK) {
       K = X.dims[X.rank - 1];
       N = product(X, 0, X.rank - 1);
     }
@@ -202,7 +210,7 @@ FUSEDOPS_API int fusedops_describe(fusedops_op_desc* desc, const fusedops_tensor
                       shape_text(W).c_str(), desc->d.trans_b, static_cast<long long>(wk));
       if (K < 0 && wk >= 0) K = wk;
     }
-    if (X.rank >= 2) {
+    if (X.rank >= FUSEDOPS_GEMM_GROUPNORM_ACT_X_MIN_RANK) {
       for (int32_t i = 0; i + 1 < X.rank; ++i) y.dims[i] = X.dims[i];
       y.dims[X.rank - 1] = gn.reduce != FUSEDOPS_REDUCE_NONE ? 1 : C;
     }

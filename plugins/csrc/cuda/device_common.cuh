@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "core/step_formulas.h"
 #include "fusedops/fusedops.h"
 
 namespace fusedops {
@@ -52,47 +53,20 @@ __device__ __forceinline__ void store_vec(T* p, const float (&in)[VEC]) {
 
 // ---- the elementwise step table ---------------------------------------------------------------------------------
 // Semantics follow PyTorch's CUDA kernels; comparisons are written so that NaN propagates (x < lo is false for NaN).
-__device__ __forceinline__ float softplus_f(float x, float beta, float threshold) {
-  const float bx = x * beta;
-  return bx > threshold ? x : log1pf(expf(bx)) / beta;
-}
-
+// Every step runs its spec formula (core/step_formulas.h) unless the spec lists a cuda override: those cases are
+// written here.
 __device__ __forceinline__ float apply_step(int32_t op, float x, float v, float a, float b) {
   switch (op) {
-    case FUSEDOPS_STEP_ADD: return x + v;
-    case FUSEDOPS_STEP_SUB: return x - v;
-    case FUSEDOPS_STEP_MUL: return x * v;
-    case FUSEDOPS_STEP_DIV: return x / v;
-    case FUSEDOPS_STEP_RSUB: return v - x;
-    case FUSEDOPS_STEP_RDIV: return v / x;
-    case FUSEDOPS_STEP_RELU: return x < 0.f ? 0.f : x;
-    case FUSEDOPS_STEP_LEAKY_RELU: return x > 0.f ? x : x * a;
-    case FUSEDOPS_STEP_SIGMOID: return 1.f / (1.f + expf(-x));
-    case FUSEDOPS_STEP_SILU: return x / (1.f + expf(-x));
-    case FUSEDOPS_STEP_TANH: return tanhf(x);
-    case FUSEDOPS_STEP_HARDTANH: return x < a ? a : (x > b ? b : x);
-    case FUSEDOPS_STEP_HARDSIGMOID: {
-      const float t = a * x + b;
-      return t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
-    }
-    case FUSEDOPS_STEP_HARDSWISH: {  // PyTorch: x * min(max(x + 3, 0), 6) / 6
-      float t = x + 3.f;
-      t = t < 0.f ? 0.f : (t > 6.f ? 6.f : t);
-      return x * t / 6.f;
-    }
+#define FUSEDOPS_FORMULA_CASE(E, FN) \
+  case FUSEDOPS_STEP_##E: return ::fusedops::steps::FN(x, v, a, b);
+    FUSEDOPS_CUDA_FORMULA_STEPS(FUSEDOPS_FORMULA_CASE)
+#undef FUSEDOPS_FORMULA_CASE
     case FUSEDOPS_STEP_MISH: {
       // x * tanh(softplus(x)) with one exp, as the CPU kernels: tanh(log1p(e)) = n / (n + 2), n = e (e + 2). Above
       // PyTorch's softplus threshold (20) softplus(x) = x and tanh(x) rounds to 1: mish = x (and no inf / inf).
       const float e = expf(x);
       const float n = e * (e + 2.f);
       return x > 20.f ? x : x * __fdividef(n, n + 2.f);
-    }
-    case FUSEDOPS_STEP_SOFTPLUS: return softplus_f(x, a, b);
-    case FUSEDOPS_STEP_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case FUSEDOPS_STEP_GELU_TANH: {
-      const float k_beta = 0.79788456080286536f;  // sqrt(2 / pi)
-      const float inner = k_beta * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.f + tanhf(inner));
     }
     default: return __int_as_float(0x7fffffff);  // unreachable: descriptors are checked on the host
   }
@@ -145,24 +119,9 @@ struct ExtraPtrs {
 
 __device__ __forceinline__ float4 apply_step4(const fusedops_step& s, float4 x, float4 v) {
   switch (s.op) {
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_ADD)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SUB)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_MUL)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_DIV)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_RSUB)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_RDIV)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_RELU)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_LEAKY_RELU)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SIGMOID)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SILU)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_TANH)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_HARDTANH)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_HARDSIGMOID)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_HARDSWISH)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_MISH)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_SOFTPLUS)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_GELU)
-    FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_GELU_TANH)
+#define FUSEDOPS_EVERY_STEP(E, ...) FUSEDOPS_STEP_CASE(FUSEDOPS_STEP_##E)
+    FUSEDOPS_STEPS(FUSEDOPS_EVERY_STEP)
+#undef FUSEDOPS_EVERY_STEP
     default: x = make_float4(__int_as_float(0x7fffffff), __int_as_float(0x7fffffff), __int_as_float(0x7fffffff),
                              __int_as_float(0x7fffffff));
   }

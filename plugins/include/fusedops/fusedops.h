@@ -31,6 +31,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Generated from the op spec (fusedops/spec/ops.toml): limits (FUSEDOPS_MAX_STEPS, _EXTRAS, _RANK), the enums
+ * fusedops_dtype, fusedops_op, fusedops_reduce and fusedops_step_op (every step's formula beside its code), step
+ * predicates and the X-macro tables the parsers, checks and adapters are built from. */
+#include "fusedops/fusedops_spec.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,33 +58,6 @@ typedef enum {
   FUSEDOPS_ERR_NOT_BUILT = 5         /* called a CUDA entry in a build without CUDA */
 } fusedops_status;
 
-typedef enum { FUSEDOPS_F32 = 0, FUSEDOPS_F16 = 1, FUSEDOPS_BF16 = 2 } fusedops_dtype;
-
-/* Elementwise steps of a pre/post chain. Numbering is part of the ABI (also used in serialized TensorRT fields). */
-typedef enum {
-  FUSEDOPS_STEP_ADD = 1,         /* x + v             */
-  FUSEDOPS_STEP_SUB = 2,         /* x - v             */
-  FUSEDOPS_STEP_MUL = 3,         /* x * v             */
-  FUSEDOPS_STEP_DIV = 4,         /* x / v             */
-  FUSEDOPS_STEP_RSUB = 5,        /* v - x             */
-  FUSEDOPS_STEP_RDIV = 6,        /* v / x             */
-  FUSEDOPS_STEP_RELU = 7,        /* NaN propagates (x < 0 ? 0 : x) */
-  FUSEDOPS_STEP_LEAKY_RELU = 8,  /* a = negative slope */
-  FUSEDOPS_STEP_SIGMOID = 9,
-  FUSEDOPS_STEP_SILU = 10,       /* x * sigmoid(x) (swish) */
-  FUSEDOPS_STEP_TANH = 11,
-  FUSEDOPS_STEP_HARDTANH = 12,   /* clamp to [a, b]; NaN propagates; a/b may be ±inf (Clip with one bound) */
-  FUSEDOPS_STEP_HARDSIGMOID = 13,/* max(0, min(1, a*x + b)); PyTorch default a = 1/6, b = 0.5 */
-  FUSEDOPS_STEP_HARDSWISH = 14,  /* x * max(0, min(1, x/6 + 0.5)) (PyTorch) */
-  FUSEDOPS_STEP_MISH = 15,       /* x * tanh(softplus(x)), softplus with beta 1, threshold 20 */
-  FUSEDOPS_STEP_SOFTPLUS = 16,   /* a = beta, b = threshold: x if a*x > b else log1p(exp(a*x)) / a */
-  FUSEDOPS_STEP_GELU = 17,       /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
-  FUSEDOPS_STEP_GELU_TANH = 18   /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-} fusedops_step_op;
-
-#define FUSEDOPS_MAX_STEPS 16
-#define FUSEDOPS_MAX_EXTRAS 8
-
 typedef struct {
   int32_t op;      /* fusedops_step_op */
   int32_t operand; /* binary steps: -1 = scalar `a`; k >= 0 = per-channel extra input k (length C) */
@@ -91,15 +69,6 @@ typedef struct {
   int32_t num_steps;
   fusedops_step steps[FUSEDOPS_MAX_STEPS];
 } fusedops_chain;
-
-typedef enum {
-  FUSEDOPS_REDUCE_NONE = 0,
-  FUSEDOPS_REDUCE_MIN = 1,
-  FUSEDOPS_REDUCE_MAX = 2,
-  FUSEDOPS_REDUCE_SUM = 3,
-  FUSEDOPS_REDUCE_MEAN = 4,
-  FUSEDOPS_REDUCE_LOGSUMEXP = 5
-} fusedops_reduce;
 
 /* Parse the catalog's chain text (the `pre` / `post` ONNX attribute), e.g. "add(@0);hardtanh(-1,1);mish".
  * Grammar: chain := "" | step (";" step)* ; step := name [ "(" arg ("," arg)* ")" ] ; arg := float | "@"k | "inf".
@@ -133,8 +102,6 @@ typedef struct {
 
 /* ---- Ops, attributes and shape rules (one set, behind the ABI, for every adapter) -------------------------------- */
 
-typedef enum { FUSEDOPS_OP_GROUPNORM_ACT = 1, FUSEDOPS_OP_GEMM_GROUPNORM_ACT = 2 } fusedops_op;
-
 /* One node of either op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1). */
 typedef struct {
   int32_t op; /* fusedops_op */
@@ -158,8 +125,7 @@ typedef struct {
 FUSEDOPS_API int fusedops_parse_attributes(const fusedops_attributes* attrs, fusedops_op_desc* out, char* err,
                                            size_t err_len);
 
-/* Largest tensor rank the ops accept (GroupNormAct: 2..5; GemmGroupNormAct: 2..FUSEDOPS_MAX_RANK). */
-#define FUSEDOPS_MAX_RANK 8
+/* Tensor ranks the ops accept: FUSEDOPS_*_X_MIN_RANK .. FUSEDOPS_*_X_MAX_RANK (fusedops_spec.h). */
 #define FUSEDOPS_DTYPE_UNKNOWN (-1)
 
 /* A tensor as an adapter sees it: dtype (fusedops_dtype, or FUSEDOPS_DTYPE_UNKNOWN), rank (< 0: unknown) and dims
