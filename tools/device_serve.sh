@@ -24,6 +24,10 @@ out=${OUT:-$root/artifacts/device}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 for d in /tmp/carried /tmp/ortgpu; do [[ -d $d ]] && export PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH}; done
+# PyTriton finds tritonserver's bundled libraries (libcudart 12.6, ...) next to its package only when it is installed
+# in a site-packages folder; installed with pip --target (how wheels are carried here) it looks elsewhere.
+[[ -d /tmp/carried/nvidia_pytriton.libs ]] &&
+  export LD_LIBRARY_PATH=/tmp/carried/nvidia_pytriton.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"

@@ -4,9 +4,10 @@ against the float64 reference, against the cuBLASLt + epilogue path it replaces,
 Needs an sm_90 GPU (H100/H200) and a library built with the CUTLASS kernels; skips with the reason otherwise.
 Inputs are fresh random (never zeros); outputs start as NaN, so an element no kernel wrote shows.
 
-Tolerances against float64 (rtol = atol): TF32 1e-2 (the reference models' rule), 3xTF32 2e-4 (the strict-FP32
-rule of tests/gpu/test_kernels_gpu.py at K = 8192), float16 / bfloat16: at most 1.5x eager PyTorch's error in the
-same dtype plus one output ulp. The 3xTF32 accuracy test also holds it to eager FP32's own error.
+Tolerances against float64 (rtol = atol): TF32 1e-2 (the reference models' rule; for groups of <= 4 channels the
+production path's own TF32 error), 3xTF32 1e-3 and at least 4x better than TF32 (measured 4-17x eager FP32's error,
+so it stays an explicit option), float16 / bfloat16: at most 1.5x eager PyTorch's error in the same dtype plus one
+output ulp.
 """
 
 from __future__ import annotations
@@ -117,14 +118,17 @@ CHAINS = [("", "leaky_relu(0.01);mul(2)", ""),        # model 1
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("model", ["model 1", "model 2", "model 3"])
-def test_reference_models_run_the_cutlass_kernel(model, dtype):
-    """Bench size (1024 x 8192 x 8192): the plan picks the CUTLASS kernel by itself; its rows agree with float64
-    (checked on a sample of rows: rows are independent) and with the cuBLASLt path."""
+def test_reference_models_on_the_cutlass_kernel(model, dtype):
+    """Bench size (1024 x 8192 x 8192). An automatic plan keeps cuBLASLt + the GroupNorm epilogue (measured faster on
+    the H200, 2026-11-23: docs/kernels.md); the CUTLASS kernel, forced, agrees with float64 (on a sample of rows:
+    rows are independent) and with the cuBLASLt path."""
     G, pre, post, reduce = {"model 1": (512, "", "leaky_relu(0.01);mul(2)", ""), "model 2": (512, "", "", "min"),
                             "model 3": (256, "add(@0);hardtanh(-1,1);mish", "", "")}[model]
     x, w, b, gamma, beta, extras = inputs(1024, 8192, 8192, 1, dtype)
     a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
-    got, kernels = run(x, w, b, gamma, beta, extras, a)
+    auto, auto_kernels = run(x, w, b, gamma, beta, extras, a)
+    assert auto_kernels.startswith("cublaslt("), auto_kernels
+    got, kernels = run(x, w, b, gamma, beta, extras, a, CUTLASS)
     assert kernels.startswith("cutlass_gn_gemm("), kernels
     assert not torch.isnan(got).any(), "an element was not written"
     rows = torch.cat([torch.arange(0, 40), torch.arange(500, 520), torch.arange(1000, 1024)]).to(DEV)
@@ -135,10 +139,8 @@ def test_reference_models_run_the_cutlass_kernel(model, dtype):
         err, err_eager = max_err(got[rows], want), max_err(eager(x[rows], w, b, gamma, beta, extras, a), want)
         print(f"[cutlass {model} {dtype}] max err fused {err:.3g}, eager {err_eager:.3g}")
         assert err <= 1.5 * err_eager + ULP16[dtype], (err, err_eager)
-    old, old_kernels = run(x, w, b, gamma, beta, extras, a, CUBLASLT)
-    assert old_kernels.startswith("cublaslt("), old_kernels
     tol = 1e-2 if dtype == torch.float32 else 8 * ULP16[dtype]
-    torch.testing.assert_close(got, old, rtol=tol, atol=tol)
+    torch.testing.assert_close(got, auto, rtol=tol, atol=tol)
 
 
 def test_plans_fall_back_to_cublaslt_for_what_the_kernel_cannot_take():
@@ -170,7 +172,7 @@ def test_misaligned_pointers_run_the_cublaslt_path_of_the_same_plan():
     shifted.copy_(x)
     assert shifted.data_ptr() % 16 != 0
     a = attrs(num_groups=512, pre="add(@0)", post="leaky_relu(0.01)")
-    got, kernels = run(shifted, w, b, gamma, beta, extras, a)
+    got, kernels = run(shifted, w, b, gamma, beta, extras, a, CUTLASS)
     assert kernels.startswith("cutlass_gn_gemm(") and "misaligned pointers: cublaslt(" in kernels
     assert_close(got, ref(x, w, b, gamma, beta, extras, a), 1e-2, "misaligned X")
 
@@ -196,7 +198,15 @@ def test_tf32_kernel_matches_float64(M, K, C, G, chain):
     got, kernels = run(x, w, b, gamma, beta, extras, a, CUTLASS)
     assert kernels.startswith("cutlass_gn_gemm(tf32,") and (not reduce or "reduce_finish" in kernels)
     assert not torch.isnan(got).any(), "an element was not written"
-    assert_close(got, ref(x, w, b, gamma, beta, extras, a), 1e-2, f"{M}x{K}x{C} G={G} {chain}")
+    want = ref(x, w, b, gamma, beta, extras, a)
+    # Groups of 2-4 channels normalise near-equal values: TF32's GEMM rounding, divided by a small group spread, can
+    # exceed 1e-2 on any TF32 path (measured up to 0.085 on the H200). There the rule is the production path's own
+    # error (cuBLASLt TF32 + epilogue, same rounding of the operands).
+    tol = 1e-2
+    if C // G <= 4:
+        prod, _ = run(x, w, b, gamma, beta, extras, a, CUBLASLT)
+        tol = max(tol, 1.5 * max_err(prod, want))
+    assert_close(got, want, tol, f"{M}x{K}x{C} G={G} {chain}")
 
 
 @pytest.mark.parametrize("config", [1, 2, 3])
@@ -329,9 +339,12 @@ def _fp32_eager(x, w, b, gamma, beta, extras, a):
 
 @pytest.mark.parametrize("kind", ["uniform", "large mean", "wide range"])
 @pytest.mark.parametrize("K", [256, 1024, 4096, 8192])
-def test_3xtf32_error_is_float32_level(K, kind):
-    """Against float64: within the strict-FP32 rule (2e-4) and within 2x eager FP32's own error (plus 1e-6), at
-    several K; the numbers are printed (tools/cutlass_bench.py accuracy records them for the docs)."""
+def test_3xtf32_is_much_more_accurate_than_tf32(K, kind):
+    """Against float64, next to eager FP32 and TF32 (numbers printed; tools/cutlass_bench.py accuracy records them).
+    Measured on the H200 (2026-11-23): 3xTF32 is 4-17x eager FP32's error and its error grows about linearly in K
+    (the tensor cores' accumulation), so it stays an explicit option (fp32_gemm = 2) and is not chosen for
+    allow_tf32 = 0. What it must keep: at least 4x more accurate than the TF32 kernel, and the strict-FP32 rule's
+    order of magnitude (1e-3) on these well-conditioned chains."""
     M, C = 256, 1024
     x, w, b, gamma, beta, extras = inputs(M, K, C, K + len(kind))
     if kind == "large mean":
@@ -340,24 +353,34 @@ def test_3xtf32_error_is_float32_level(K, kind):
         g = gen(K)
         x = x * torch.exp2(torch.randint(-12, 13, (M, K), generator=g).float()).to(DEV)
         w = w * torch.exp2(torch.randint(-12, 13, (C, K), generator=g).float()).to(DEV)
-    a = attrs(num_groups=64, pre="add(@0)", post="leaky_relu(0.01)")
+    a = attrs(num_groups=64, pre="add(@0)", post="leaky_relu(0.01)", allow_tf32=0)
     want = ref(x, w, b, gamma, beta, extras, a)
     got, kernels = run(x, w, b, gamma, beta, extras, a, THREE_TF32)
     assert kernels.startswith("cutlass_gn_gemm(3xtf32,"), kernels
-    err = max_err(got, want)
+    tf32, tf32_kernels = run(x, w, b, gamma, beta, extras, attrs(num_groups=64, pre="add(@0)",
+                                                                 post="leaky_relu(0.01)"), CUTLASS)
+    assert tf32_kernels.startswith("cutlass_gn_gemm(tf32,"), tf32_kernels
+    err, err_tf32 = max_err(got, want), max_err(tf32, want)
     err_fp32 = max_err(_fp32_eager(x, w, b, gamma, beta, extras, a), want)
-    err_strict, _ = run(x, w, b, gamma, beta, extras, attrs(num_groups=64, pre="add(@0)", post="leaky_relu(0.01)",
-                                                            allow_tf32=0), CUBLASLT)
-    print(f"[3xtf32] K={K} {kind}: max err 3xTF32 {err:.3g}, eager FP32 {err_fp32:.3g}, "
-          f"cuBLASLt strict {max_err(err_strict, want):.3g}")
-    assert err <= 2e-4, err
-    assert err <= 2 * err_fp32 + 1e-6, (err, err_fp32)
+    print(f"[3xtf32] K={K} {kind}: max err 3xTF32 {err:.3g}, eager FP32 {err_fp32:.3g}, TF32 {err_tf32:.3g}")
+    assert err <= 1e-3, err
+    assert err * 4 <= err_tf32, (err, err_tf32)
+
+
+def test_automatic_float32_plans_keep_the_strict_gemm():
+    """allow_tf32 = 0 without options: cuBLASLt's strict FP32 GEMM, not 3xTF32 (less accurate than eager FP32)."""
+    x, w, b, gamma, beta, extras = inputs(256, 512, 1024, 13)
+    a = attrs(num_groups=64, post="relu", allow_tf32=0)
+    got, kernels = run(x, w, b, gamma, beta, extras, a)
+    assert kernels.startswith("cublaslt(") and "tf32" not in kernels.split("+")[0], kernels
+    assert_close(got, ref(x, w, b, gamma, beta, extras, a), 2e-4, "strict FP32")
 
 
 def test_3xtf32_on_the_reference_shape():
+    """Model 3 at bench size: within 1e-3 of float64 (TF32 is at 1e-2), sampled rows."""
     x, w, b, gamma, beta, extras = inputs(1024, 8192, 8192, 12)
     a = attrs(num_groups=256, pre="add(@0);hardtanh(-1,1);mish", allow_tf32=0)
     got, kernels = run(x, w, b, gamma, beta, extras, a, abi.PlanOptions(fp32_gemm=2))
     assert kernels.startswith("cutlass_gn_gemm(3xtf32,"), kernels
     rows = torch.arange(0, 1024, 16, device=DEV)
-    assert_close(got[rows], ref(x[rows], w, b, gamma, beta, extras, a), 2e-4, "3xTF32 model 3")
+    assert_close(got[rows], ref(x[rows], w, b, gamma, beta, extras, a), 1e-3, "3xTF32 model 3")

@@ -11,8 +11,8 @@ namespace gemm_choice {
 namespace {
 
 // THE switch for float32 with allow_tf32 = 0 (PyTorch's matmul precision "highest"): false keeps cuBLASLt's strict
-// FP32 GEMM, true runs the CUTLASS 3xTF32 kernel. Flip it only on a measurement that shows 3xTF32 at least as
-// accurate as eager FP32 against float64 (tools/cutlass_bench.py accuracy; docs/kernels.md records the numbers).
+// FP32 GEMM, true runs the CUTLASS 3xTF32 kernel. False, measured (H200, 2026-11-23, docs/kernels.md): 3xTF32 is
+// 4-17x eager FP32's error against float64. Flip it only when tools/cutlass_bench.py accuracy shows otherwise.
 constexpr bool kFloat32Uses3xTf32 = false;
 
 // Tile configurations (the default first). Models 1-3 (C = 8192, groups of 16 / 32 channels) fit all of them.

@@ -12,10 +12,9 @@ namespace cuda {
 namespace cutlass_gemm {
 
 namespace {
-// THE switch for production plans: false until a GPU run verifies the CUTLASS kernels (correctness against float64,
-// compute-sanitizer, timings: tools/device_cutlass.sh). Until then the rule's choice of CUTLASS is applied only when
-// the plan options force it (gemm_kernel = 2, or fp32_gemm = 2 for 3xTF32); automatic plans keep cuBLASLt + the
-// GroupNorm epilogue, whose results and timings are measured.
+// THE switch for production plans. False, measured (H200, 2026-11-23, docs/kernels.md): the CUTLASS kernel is correct
+// but 1.1-1.3x (TF32) and 1.5-1.75x (BF16 / FP16) the time of cuBLASLt + the GroupNorm epilogue. The rule's choice of
+// CUTLASS is applied only when the plan options force it (gemm_kernel = 2, or fp32_gemm = 2 for 3xTF32).
 constexpr bool kCutlassAutomatic = false;
 }  // namespace
 
