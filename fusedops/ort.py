@@ -41,7 +41,7 @@ def library_path() -> Path:
     path = native.library_path(LIBRARY_NAME)
     if path is None:
         raise FusedopsError(
-            f"libfusedops_ort.so not found in {native.build_dir() / 'lib'}; build it with "
+            f"libfusedops_ort.so not found in {native.library_dir()}; build it with "
             "fusedops.ort.build_library() (needs cmake, a C++17 compiler and the headers from "
             "scripts/get_native_deps.sh)")
     return path

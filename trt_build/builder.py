@@ -258,13 +258,13 @@ def gpu_identity(device: int = 0) -> tuple[str, str]:
 
 
 def default_plugin_library() -> Path | None:
-    """$FUSEDOPS_TRT_PLUGIN, else build/native/lib/libfusedops_trt.so if built."""
+    """$FUSEDOPS_TRT_PLUGIN, else libfusedops_trt.so where the native libraries are (fusedops.plugins.native)."""
     env = os.environ.get("FUSEDOPS_TRT_PLUGIN")
     if env:
         return Path(env)
-    from fusedops.trt_build.harness import native_build_dir
+    from fusedops.plugins import native
 
-    p = native_build_dir() / "lib" / PLUGIN_LIBRARY_NAME
+    p = native.library_dir() / PLUGIN_LIBRARY_NAME
     return p if p.is_file() else None
 
 
