@@ -4,6 +4,7 @@
     build_dir() -> Path                                       $FUSEDOPS_BUILD_DIR, else build/native at the repo root
     library_dir() -> Path                                     where the libraries are loaded from (below)
     library_path(name="fusedops") -> Path | None              e.g. "fusedops", "fusedops_ort", "fusedops_trt"
+    missing_library(file_name, build_hint) -> str             the error line for a library that is not there
 
 Where the libraries are loaded from: ``$FUSEDOPS_BUILD_DIR/lib`` when that is set; in a development checkout
 (editable install, or the repository on ``sys.path``) ``build/native/lib``, which ``fusedops build-native`` fills;
@@ -59,6 +60,15 @@ def library_path(name: str = "fusedops") -> Path | None:
     """Path of ``lib<name>.so`` in ``library_dir()``, or None if it is not there."""
     path = library_dir() / f"lib{name}.so"
     return path if path.is_file() else None
+
+
+def missing_library(file_name: str, build_hint: str) -> str:
+    """One line for a missing library: where it was looked for and the fix that applies here (``build_hint`` in a
+    checkout; an installed package cannot build, it was installed incomplete)."""
+    if uses_build_dir():
+        return f"{file_name} not found in {library_dir()}; {build_hint}"
+    return (f"{file_name} is missing from {library_dir()}: this fusedops installation is incomplete; reinstall it "
+            "(pip install --force-reinstall <the fusedops source or wheel>)")
 
 
 def configure_command(cuda: str | bool = "auto") -> list[str]:

@@ -99,8 +99,7 @@ def _cached_or_built() -> Path:
 
     c_abi = native.library_path("fusedops")
     if c_abi is None:
-        raise FusedopsError(f"libfusedops.so is missing from {native.library_dir()}: this fusedops installation is "
-                            "incomplete; reinstall it (pip install --force-reinstall fusedops)")
+        raise FusedopsError(native.missing_library("libfusedops.so", "build it with `fusedops build-native`"))
     tag = re.sub(r"[^A-Za-z0-9_.+-]", "_", torch.__version__)
     target = cache_dir() / "torch_ops" / f"torch-{tag}-{_cache_key(c_abi)}"
     path = target / LIBRARY_FILE

@@ -121,3 +121,18 @@ def test_cache_key_changes_with_the_c_abi_library(installed_layout):
     assert torch_ops_build._cache_key(c_abi) == first
     c_abi.write_bytes(c_abi.read_bytes() + b"\0")
     assert torch_ops_build._cache_key(c_abi) != first
+
+
+def test_missing_library_names_the_fix_for_this_kind_of_install(installed_layout, monkeypatch):
+    """An installed package cannot build: a missing library says to reinstall, and build_library says why it cannot
+    build instead of failing on a script the package does not ship."""
+    import fusedops.ort as fo
+
+    with pytest.raises(FusedopsError, match=r"libfusedops_ort.so is missing from .*plugins/lib.* reinstall"):
+        fo.library_path()
+    with pytest.raises(FusedopsError, match="builds from a repository checkout"):
+        fo.build_library(cuda="off")
+    monkeypatch.setattr(native, "source_checkout", lambda: True)
+    monkeypatch.setenv("FUSEDOPS_BUILD_DIR", str(installed_layout.parent / "empty-build"))
+    with pytest.raises(FusedopsError, match=r"libfusedops_ort.so not found in .*empty-build.*build_library"):
+        fo.library_path()
