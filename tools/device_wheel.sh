@@ -8,8 +8,11 @@
 #
 #   OUT=<dir> tools/device_wheel.sh      (~4 min: the CUDA build for sm_90 is most of it; FUSEDOPS_CUDA_ARCHS=90)
 #
-# Carry third_party/eigen3 and third_party/onnxruntime (scripts/get_native_deps.sh). Logs go to $OUT, a summary to
-# stdout; exit status 0 only when every check passed.
+# Carry third_party/eigen3 and third_party/onnxruntime (scripts/get_native_deps.sh), and, where the machine's Python
+# lacks scikit-build-core (it has no network), its wheels (< 0.5 MB), fetched here first with
+#   python3 -m pip download --no-deps --only-binary=:all: -d third_party/wheels \
+#     "scikit-build-core>=0.11,<2" pathspec packaging
+# Logs go to $OUT, a summary to stdout; exit status 0 only when every check passed.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -21,7 +24,12 @@ export PYTHONUNBUFFERED=1
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 date -u +"device date: %Y-%m-%dT%H:%M:%SZ"
-$py -m pip show scikit-build-core 2>/dev/null | grep -E "^Version" | sed 's/^/scikit-build-core /'
+if ! $py -c "import scikit_build_core" 2>/dev/null; then  # the build backend, from the carried wheels
+  $py -m pip install -q --no-index --find-links third_party/wheels --target "$work/backend" scikit-build-core ||
+    { echo "scikit-build-core is not installed and not carried in third_party/wheels (see the header)"; exit 1; }
+  export PYTHONPATH="$work/backend${PYTHONPATH:+:$PYTHONPATH}"
+fi
+$py -c "import scikit_build_core; print('scikit-build-core', scikit_build_core.__version__)"
 
 t0=$SECONDS
 if ! $py -m pip wheel . --no-build-isolation --no-deps -w "$work/dist" -C cmake.define.FUSEDOPS_CUDA=ON \
