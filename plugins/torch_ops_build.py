@@ -105,10 +105,14 @@ def _cached_or_built() -> Path:
     path = target / LIBRARY_FILE
     if path.is_file():
         return path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent / f"{target.name}.lock"):
-        if not path.is_file():  # another process may have built it while this one waited
-            _build(target, c_abi)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(target.parent / f"{target.name}.lock"):
+            if not path.is_file():  # another process may have built it while this one waited
+                _build(target, c_abi)
+    except OSError as e:  # an unwritable or odd cache folder: one line naming it, not a traceback
+        raise FusedopsError(f"cannot build the PyTorch ops in the cache folder {target.parent}: "
+                            f"{e.strerror or e}; set FUSEDOPS_CACHE_DIR to a writable folder") from None
     return path
 
 
@@ -133,7 +137,7 @@ def _toolchain() -> tuple[str, list[str]]:
     if cmake is None or not Path(cmake).is_file():
         raise FusedopsError(_cannot_build("cmake was not found (install it: pip install cmake)"))
     compiler = os.environ.get("CXX") or next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
-    if compiler is None or shutil.which(compiler) is None:
+    if compiler is None or not compiler.split() or shutil.which(compiler.split()[0]) is None:  # CXX="ccache g++"
         raise FusedopsError(_cannot_build("no C++ compiler was found (install g++ or clang++, or set CXX)"))
     if shutil.which("ninja"):
         return cmake, ["-G", "Ninja"]

@@ -136,3 +136,12 @@ def test_missing_library_names_the_fix_for_this_kind_of_install(installed_layout
     monkeypatch.setenv("FUSEDOPS_BUILD_DIR", str(installed_layout.parent / "empty-build"))
     with pytest.raises(FusedopsError, match=r"libfusedops_ort.so not found in .*empty-build.*build_library"):
         fo.library_path()
+
+
+def test_unwritable_cache_folder_is_one_clear_error(installed_layout, monkeypatch, tmp_path):
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("FUSEDOPS_CACHE_DIR", str(not_a_folder))
+    with pytest.raises(FusedopsError, match=r"cannot build the PyTorch ops in the cache folder .*a-file.*"
+                                            r"FUSEDOPS_CACHE_DIR"):
+        torch_ops_build.library()
