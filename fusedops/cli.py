@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import __version__
 from .errors import FusedopsError
 
 
@@ -106,6 +107,8 @@ def make_parser() -> argparse.ArgumentParser:
     from .verify import BACKENDS
 
     p = _Parser(prog="fusedops", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=f"fusedops {__version__}",
+                   help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("export", help="export a reference model to ONNX and fuse it")

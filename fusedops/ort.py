@@ -40,10 +40,9 @@ def library_path() -> Path:
 
     path = native.library_path(LIBRARY_NAME)
     if path is None:
-        raise FusedopsError(
-            f"libfusedops_ort.so not found in {native.build_dir() / 'lib'}; build it with "
-            "fusedops.ort.build_library() (needs cmake, a C++17 compiler and the headers from "
-            "scripts/get_native_deps.sh)")
+        raise FusedopsError(native.missing_library(
+            "libfusedops_ort.so", "build it with fusedops.ort.build_library() (needs cmake, a C++17 compiler and "
+            "the headers from scripts/get_native_deps.sh)"))
     return path
 
 
@@ -62,7 +61,7 @@ def build_library(cuda: str = "auto", fetch_deps: bool = True) -> Path:
     """Fetch the header-only deps (unless present) and build ``fusedops_ort`` with CMake; returns its path."""
     from fusedops.plugins import native
 
-    if fetch_deps:
+    if fetch_deps and native.source_checkout():  # an installed package: native.build says why it cannot build
         script = _REPO_ROOT / "scripts" / "get_native_deps.sh"
         proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:

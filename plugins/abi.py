@@ -121,8 +121,8 @@ def load() -> ctypes.CDLL:
         if _lib is None:
             path = native.library_path("fusedops")
             if path is None:
-                raise FusedopsError(f"libfusedops.so not found in {native.build_dir() / 'lib'}; build it with "
-                                    "`fusedops build-native` (or set FUSEDOPS_BUILD_DIR)")
+                raise FusedopsError(native.missing_library(
+                    "libfusedops.so", "build it with `fusedops build-native` (or set FUSEDOPS_BUILD_DIR)"))
             lib = ctypes.CDLL(str(path))
             _declare(lib)
             _lib = lib

@@ -2,7 +2,13 @@
 
     build(cuda="auto", targets=None, verbose=False) -> Path   configure + build; returns the folder of the libraries
     build_dir() -> Path                                       $FUSEDOPS_BUILD_DIR, else build/native at the repo root
+    library_dir() -> Path                                     where the libraries are loaded from (below)
     library_path(name="fusedops") -> Path | None              e.g. "fusedops", "fusedops_ort", "fusedops_trt"
+    missing_library(file_name, build_hint) -> str             the error line for a library that is not there
+
+Where the libraries are loaded from: ``$FUSEDOPS_BUILD_DIR/lib`` when that is set; in a development checkout
+(editable install, or the repository on ``sys.path``) ``build/native/lib``, which ``fusedops build-native`` fills;
+in an installed package ``fusedops/plugins/lib``, which ``pip install`` fills (the root ``CMakeLists.txt``).
 
 Header locations come from the environment variables ``ORT_INCLUDE_DIR``, ``TENSORRT_INCLUDE_DIR``,
 ``EIGEN_INCLUDE_DIR`` and ``CUTLASS_INCLUDE_DIR`` when set (otherwise CMake looks in ``third_party/``);
@@ -22,6 +28,7 @@ from fusedops.errors import FusedopsError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = REPO_ROOT / "plugins"
+PACKAGE_LIB_DIR = Path(__file__).resolve().parent / "lib"  # an installed package's libraries (from the wheel)
 _HEADER_VARS = ("ORT_INCLUDE_DIR", "TENSORRT_INCLUDE_DIR", "EIGEN_INCLUDE_DIR", "CUTLASS_INCLUDE_DIR",
                 "FUSEDOPS_CUDA_ARCHS")
 _CUDA_MODES = {"auto": "AUTO", "on": "ON", "off": "OFF", True: "ON", False: "OFF", None: "AUTO"}
@@ -33,10 +40,35 @@ def build_dir() -> Path:
     return Path(env).resolve() if env else REPO_ROOT / "build" / "native"
 
 
+def source_checkout() -> bool:
+    """True when this code runs from a repository checkout (it has the native project), not an installed wheel."""
+    return (REPO_ROOT / "pyproject.toml").is_file() and (SOURCE_DIR / "CMakeLists.txt").is_file()
+
+
+def uses_build_dir() -> bool:
+    """True when the libraries come from a CMake build folder (a checkout, or ``$FUSEDOPS_BUILD_DIR``), not the
+    installed package."""
+    return bool(os.environ.get("FUSEDOPS_BUILD_DIR")) or source_checkout()
+
+
+def library_dir() -> Path:
+    """The folder the libraries are loaded from (see the module docstring)."""
+    return build_dir() / "lib" if uses_build_dir() else PACKAGE_LIB_DIR
+
+
 def library_path(name: str = "fusedops") -> Path | None:
-    """Path of ``lib<name>.so`` in the build folder, or None if it has not been built."""
-    path = build_dir() / "lib" / f"lib{name}.so"
+    """Path of ``lib<name>.so`` in ``library_dir()``, or None if it is not there."""
+    path = library_dir() / f"lib{name}.so"
     return path if path.is_file() else None
+
+
+def missing_library(file_name: str, build_hint: str) -> str:
+    """One line for a missing library: where it was looked for and the fix that applies here (``build_hint`` in a
+    checkout; an installed package cannot build, it was installed incomplete)."""
+    if uses_build_dir():
+        return f"{file_name} not found in {library_dir()}; {build_hint}"
+    return (f"{file_name} is missing from {library_dir()}: this fusedops installation is incomplete; reinstall it "
+            "(pip install --force-reinstall <the fusedops source or wheel>)")
 
 
 def configure_command(cuda: str | bool = "auto") -> list[str]:
@@ -72,6 +104,9 @@ def build(cuda: str | bool = "auto", targets: list[str] | None = None, verbose: 
     ``cuda``: "auto" builds the CUDA kernels when nvcc and cuBLASLt are found, "on" requires them, "off" skips them.
     ``targets``: CMake targets to build (default: all). Raises FusedopsError with the tail of the log on failure.
     """
+    if not source_checkout():
+        raise FusedopsError(f"build-native builds from a repository checkout (plugins/CMakeLists.txt); this "
+                            f"installed package carries the libraries pip built, in {PACKAGE_LIB_DIR}")
     if shutil.which("cmake") is None:
         raise FusedopsError("cmake not found on PATH; it is needed to build the native libraries")
     build_dir().mkdir(parents=True, exist_ok=True)

@@ -89,14 +89,9 @@ def load() -> tuple:
         return _loaded
     with _lock:
         if _loaded is None:
-            from . import native
+            from . import torch_ops_build
 
-            path = native.library_path("fusedops_torch")
-            if path is None:
-                raise FusedopsError(f"the PyTorch ops (libfusedops_torch.so) are not built in "
-                                    f"{native.build_dir() / 'lib'}; run `fusedops build-native` (it needs PyTorch's "
-                                    "CMake package, which this torch installation provides)")
-            torch.ops.load_library(str(path))
+            torch.ops.load_library(str(torch_ops_build.library()))  # built for this torch (once, if need be)
             _python_lib = _register_python_parts()
             torch.ops.fusedops._set_poison_outputs(os.environ.get("FUSEDOPS_POISON_OUTPUTS") == "1")
             _loaded = (torch.ops.fusedops.group_norm_act.default, torch.ops.fusedops.gemm_group_norm_act.default)

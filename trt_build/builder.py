@@ -258,13 +258,13 @@ def gpu_identity(device: int = 0) -> tuple[str, str]:
 
 
 def default_plugin_library() -> Path | None:
-    """$FUSEDOPS_TRT_PLUGIN, else build/native/lib/libfusedops_trt.so if built."""
+    """$FUSEDOPS_TRT_PLUGIN, else libfusedops_trt.so where the native libraries are (fusedops.plugins.native)."""
     env = os.environ.get("FUSEDOPS_TRT_PLUGIN")
     if env:
         return Path(env)
-    from fusedops.trt_build.harness import native_build_dir
+    from fusedops.plugins import native
 
-    p = native_build_dir() / "lib" / PLUGIN_LIBRARY_NAME
+    p = native.library_dir() / PLUGIN_LIBRARY_NAME
     return p if p.is_file() else None
 
 
@@ -459,7 +459,7 @@ def build_engine(onnx_path, engine_path, precision: str = "tf32", min_batch: int
     ranges over [min_batch, max_batch] (opt at opt_batch, default max_batch). shapes: explicit (min, opt, max) per
     input for inputs with other dynamic dims. timing_cache: a file read if present and written after the build.
     cache_dir: engines cached by (ONNX content hash, TensorRT version, GPU + compute capability, flags, plugin
-    library hash). plugin_library: libfusedops_trt.so (default $FUSEDOPS_TRT_PLUGIN or build/native/lib).
+    library hash). plugin_library: libfusedops_trt.so (default $FUSEDOPS_TRT_PLUGIN, else the native library folder).
     force: overwrite engine_path and rebuild even when cached."""
     t0 = time.perf_counter()
     src, dst = validate_build_args(onnx_path, engine_path, precision, min_batch, opt_batch, max_batch, workspace_mb,
@@ -613,7 +613,7 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--timing-cache", default=None, help="timing cache file (read if present, then updated)")
     parser.add_argument("--cache-dir", default=None, help="engine cache folder")
     parser.add_argument("--plugin-library", default=None,
-                        help=f"{PLUGIN_LIBRARY_NAME} (default: $FUSEDOPS_TRT_PLUGIN or build/native/lib)")
+                        help=f"{PLUGIN_LIBRARY_NAME} (default: $FUSEDOPS_TRT_PLUGIN, else the native library folder)")
     parser.add_argument("--force", action="store_true", help="overwrite the engine and ignore the cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
