@@ -40,7 +40,7 @@ STATUS_NAMES = {0: "ok", 1: "invalid argument", 2: "unsupported", 3: "workspace 
 F32, F16, BF16 = 0, 1, 2
 DTYPE_CODES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}
 OP_CODES = {catalog.GROUP_NORM_ACT.name: 1, catalog.GEMM_GROUP_NORM_ACT.name: 2}
-GEMM_AUTO, GEMM_CUBLASLT, GEMM_CUTLASS = 0, 1, 2  # fusedops_gemm_kernel
+GEMM_AUTO, GEMM_CUBLASLT, GEMM_CUTLASS, GEMM_SKINNY = 0, 1, 2, 3  # fusedops_gemm_kernel
 
 
 class Step(ctypes.Structure):
@@ -84,7 +84,7 @@ class PlanOptions:
     epilogue_rows: int = 0            # rows a column-slice epilogue block walks (0: planner's choice)
     lt_workspace_mib: int = 0         # cuBLASLt workspace cap (0: 4 MiB)
     l2_wave_fraction: float = 0.0     # two-pass GroupNorm in waves of this fraction of L2 (0: one launch)
-    gemm_kernel: int = GEMM_AUTO      # GemmGroupNormAct: GEMM_CUBLASLT or GEMM_CUTLASS forces one (0: planner)
+    gemm_kernel: int = GEMM_AUTO      # GemmGroupNormAct: GEMM_CUBLASLT, GEMM_CUTLASS or GEMM_SKINNY forces one (0: planner)
     fp32_gemm: int = 0                # float32 with allow_tf32=0: 1 strict FP32 (cuBLASLt), 2 3xTF32 (0: planner)
     cutlass_config: int = 0           # k > 0: the k-th CUTLASS tile configuration (0: default)
 

@@ -111,7 +111,7 @@ def test_k_with_16_byte_rows_is_fine():
     assert choice(desc(K=8188))[0] == abi.GEMM_CUTLASS  # float32: 4 elements make 16 bytes
 
 
-@pytest.mark.parametrize("M,want", [(1, abi.GEMM_CUBLASLT), (64, abi.GEMM_CUBLASLT), (512, abi.GEMM_CUBLASLT),
+@pytest.mark.parametrize("M,want", [(9, abi.GEMM_CUBLASLT), (64, abi.GEMM_CUBLASLT), (512, abi.GEMM_CUBLASLT),
                                     (640, abi.GEMM_CUTLASS), (1000, abi.GEMM_CUTLASS), (4096, abi.GEMM_CUTLASS)])
 def test_too_few_tiles_for_the_sms_stay_on_cublaslt_unless_forced(M, want):
     # 128 x 256 tiles over C = 8192: 32 a row block; 132 SMs need at least 5 row blocks (M > 512).
@@ -164,12 +164,52 @@ def test_forced_cublaslt_is_always_possible():
     assert kernel == abi.GEMM_CUBLASLT and "forced" in why
 
 
-@pytest.mark.parametrize("options,match", [({"gemm_kernel": 3}, "gemm_kernel 3 is not 0"),
+@pytest.mark.parametrize("options,match", [({"gemm_kernel": 4}, "gemm_kernel 4 is not 0"),
                                            ({"fp32_gemm": 3}, "fp32_gemm 3 is not 0"),
                                            ({"cutlass_config": -1}, "cutlass_config -1 is negative")])
 def test_bad_options_are_named(options, match):
     with pytest.raises(FusedopsError, match=match):
         choice(desc(), **options)
+
+
+@pytest.mark.parametrize("M", [1, 2, 7, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_skinny_kernel_takes_up_to_16_rows(M, dtype):
+    kernel, why = choice(desc(M=M, dtype=dtype), gemm_kernel=abi.GEMM_SKINNY)
+    assert kernel == abi.GEMM_SKINNY and "forced" in why
+    # strict FP32 is what the skinny kernel computes (CUDA-core FMA), so allow_tf32 = 0 takes it too
+    assert choice(desc(M=M, allow_tf32=0), gemm_kernel=abi.GEMM_SKINNY)[0] == abi.GEMM_SKINNY
+
+
+@pytest.mark.parametrize("kw,options,match", [
+    ({"M": 17}, {}, r"M = 17 rows \(it takes 1..16\)"),
+    ({"M": 0}, {}, r"M = 0 rows"),
+    ({"M": 4, "trans_b": 0}, {}, r"W is \(K, C\) \(trans_b = 0\)"),
+    ({"M": 4, "K": 8190}, {}, "K = 8190: rows of X and W are not a multiple of 16 bytes"),
+    ({"M": 4, "K": 8188, "dtype": torch.float16}, {}, "K = 8188"),
+    ({"M": 4, "K": 0}, {}, "K = 0"),
+    ({"M": 4, "allow_tf32": 0}, {"fp32_gemm": 2}, "3xTF32 .* runs only in the CUTLASS kernel"),
+])
+def test_forcing_the_skinny_kernel_where_it_cannot_run_names_the_reason(kw, options, match):
+    with pytest.raises(FusedopsError, match="the skinny kernel is forced: " + match):
+        choice(desc(**kw), gemm_kernel=abi.GEMM_SKINNY, **options)
+
+
+@pytest.mark.parametrize("dtype,rows", [(torch.float32, 8), (torch.float16, 4), (torch.bfloat16, 0)])
+def test_automatic_plans_take_the_skinny_kernel_up_to_the_measured_rows(dtype, rows):
+    """The rows where the skinny kernel measured faster than cuBLASLt (H200, docs/kernels.md): float32 up to 8
+    (TF32 and strict alike), float16 up to 4, bfloat16 never."""
+    for M in range(1, 18):
+        for allow_tf32 in (1, 0):
+            kernel, why = choice(desc(M=M, dtype=dtype, allow_tf32=allow_tf32))
+            if M <= rows:
+                assert kernel == abi.GEMM_SKINNY and why == f"skinny: {M} rows, the GEMM is a read of W", (M, why)
+            else:
+                assert kernel == abi.GEMM_CUBLASLT, (M, why)
+    assert choice(desc(M=1, trans_b=0))[0] == abi.GEMM_CUBLASLT
+    assert choice(desc(M=1, K=8190))[0] == abi.GEMM_CUBLASLT
+    assert choice(desc(M=1), gemm_kernel=abi.GEMM_CUBLASLT)[0] == abi.GEMM_CUBLASLT
+    assert choice(desc(M=1, allow_tf32=0), fp32_gemm=2)[0] == abi.GEMM_CUTLASS  # 3xTF32 asked for: CUTLASS
 
 
 def test_only_complete_gemm_descriptors_are_judged():

@@ -17,6 +17,7 @@
 #include "core/message.h"
 #include "cuda/cutlass/fused_gemm_plan.h"
 #include "cuda/gn_plan.h"
+#include "cuda/skinny_gemm.h"
 #include "plan_backend.h"
 
 namespace fusedops {
@@ -130,6 +131,8 @@ struct CudaPlan {
   // The CUTLASS kernel with GroupNorm in its epilogue, when the planner picks it (cuda/cutlass/gemm_choice.cpp);
   // calls whose pointers it cannot take run the cuBLASLt path above.
   cuda::cutlass_gemm::FusedGemmPlanPtr fused;
+  // M <= 16: the skinny kernel (cuda/skinny_gemm.cu) instead of cuBLASLt, for calls with 16-byte aligned X and W.
+  bool skinny = false;
 };
 void CudaPlanDeleter::operator()(CudaPlan* p) const { delete p; }
 
@@ -290,8 +293,14 @@ int cuda_plan_create(const fusedops_op_desc& d, int32_t device, const fusedops_p
     *kernels = std::string("cublaslt(") + (p->bias_epilogue ? "bias epilogue" : "no epilogue") + compute + ") + " +
                gn_text;
   }
-  rc = cuda::cutlass_gemm::plan_if_chosen(d, o, device, &p->fused, workspace, kernels, err, err_len);
+  int32_t chosen = FUSEDOPS_GEMM_CUBLASLT;
+  rc = cuda::cutlass_gemm::plan_if_chosen(d, o, device, &p->fused, workspace, kernels, &chosen, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
+  if (chosen == FUSEDOPS_GEMM_SKINNY) {
+    p->skinny = true;
+    *kernels = "skinny_gemm(M=" + std::to_string(d.d.gn.N) + ") + " + gn_text + " [misaligned pointers: " + *kernels +
+               "]";
+  }
   *out = std::move(p);
   return FUSEDOPS_OK;
 }
@@ -328,8 +337,14 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
   void* dbuf = p.d_in_output ? y : ws + p.d_offset;
   g.workspace = ws ? ws + p.gn_offset : nullptr;
   g.x = dbuf;
-  g.bias = bias;
-  if (p.zero_k) {
+  g.bias = bias;  // added by the epilogue unless cuBLASLt's bias epilogue adds it
+  if (p.skinny && cuda::skinny_gemm_aligned(x, w)) {
+    const fusedops_gemm_desc& gd = p.desc.d;
+    const cudaError_t e = cuda::run_skinny_gemm(x, w, dbuf, gd.gn.N, gd.gn.C, gd.K, gd.gn.x_dtype, s);
+    if (e != cudaSuccess)
+      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: skinny GEMM launch failed: %s",
+                         cudaGetErrorString(e));
+  } else if (p.zero_k) {
     const size_t bytes = size_t(p.desc.d.gn.N) * size_t(p.desc.d.gn.C) * elem_size(p.desc.d.gn.x_dtype);
     const cudaError_t e = cudaMemsetAsync(dbuf, 0, bytes, s);
     if (e != cudaSuccess)

@@ -172,8 +172,10 @@ typedef struct {
 typedef enum {
   FUSEDOPS_GEMM_AUTO = 0,     /* options only: the planner's choice */
   FUSEDOPS_GEMM_CUBLASLT = 1, /* cuBLASLt GEMM (bias in its epilogue where offered), then the GroupNorm kernel */
-  FUSEDOPS_GEMM_CUTLASS = 2   /* one CUTLASS sm_90 kernel, GroupNorm in its epilogue (a channel reduction adds a
+  FUSEDOPS_GEMM_CUTLASS = 2,  /* one CUTLASS sm_90 kernel, GroupNorm in its epilogue (a channel reduction adds a
                                  tiny finishing kernel); float32 X runs TF32, or 3xTF32 when allow_tf32 = 0 */
+  FUSEDOPS_GEMM_SKINNY = 3    /* M <= 16 rows: a kernel streaming W through the CUDA cores (float32 accumulation,
+                                 strict FP32 for float32 X), then the GroupNorm kernel */
 } fusedops_gemm_kernel;
 
 /* The device traits the choice depends on. */

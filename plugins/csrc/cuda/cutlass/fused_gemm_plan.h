@@ -26,10 +26,11 @@ using FusedGemmPlanPtr = std::unique_ptr<FusedGemmPlan, FusedGemmPlanDeleter>;
 // The one call cuda_plan.cu makes while planning a GemmGroupNormAct: asks gemm_choice (device traits of `device`,
 // the current device, and the options) and, when it picks CUTLASS, plans the kernel into *out, raises *workspace to
 // what it needs and puts its text before *kernels (the cuBLASLt path's, which stays planned for calls whose
-// pointers the CUTLASS kernel cannot take). Leaves *out empty when cuBLASLt is chosen. Errors: a forced kernel that
-// cannot run, a failed plan.
+// pointers the CUTLASS kernel cannot take). Leaves *out empty when another kernel is chosen; *chosen receives the
+// fusedops_gemm_kernel picked (cuda_plan.cu plans the skinny kernel itself). Errors: a forced kernel that cannot
+// run, a failed plan.
 int plan_if_chosen(const fusedops_op_desc& d, const fusedops_plan_options& o, int device, FusedGemmPlanPtr* out,
-                   size_t* workspace, std::string* kernels, char* err, size_t err_len);
+                   size_t* workspace, std::string* kernels, int32_t* chosen, char* err, size_t err_len);
 
 // Plans the kernel gemm_choice picked (choice.mode, choice.config) on the current device. *workspace: the bytes its
 // runs need (the channel-reduction partials; 0 without a reduction), *text: the kernels it runs.

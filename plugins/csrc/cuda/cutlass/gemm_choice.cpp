@@ -15,6 +15,12 @@ namespace {
 // 4-17x eager FP32's error against float64. Flip it only when tools/cutlass_bench.py accuracy shows otherwise.
 constexpr bool kFloat32Uses3xTf32 = false;
 
+// The skinny kernel in automatic plans, up to the rows where it measured faster than cuBLASLt (H200, 2026-11-23,
+// tools/skinny_bench.py, W 8192 x 8192; docs/kernels.md): float32 0.59-0.86x up to 8 rows (TF32 and strict), 1.9x
+// at 16; float16 0.90-0.96x up to 4 rows; bfloat16 never (cuBLASLt already streams W at 3.5 TB/s: 1.06x).
+constexpr bool kSkinnyAutomatic = true;
+int64_t skinny_auto_rows(int32_t dtype) { return dtype == FUSEDOPS_F32 ? 8 : dtype == FUSEDOPS_F16 ? 4 : 0; }
+
 // Tile configurations (the default first). Models 1-3 (C = 8192, groups of 16 / 32 channels) fit all of them.
 constexpr TileConfig kTf32[] = {
     {128, 256, 32, 2, false, "coop128x256x32_cluster2"},
@@ -89,6 +95,26 @@ std::string cutlass_blocker(const fusedops_op_desc& d, const fusedops_gemm_devic
   return "";
 }
 
+// Why the skinny kernel cannot run `d` ("" when it can).
+std::string skinny_blocker(const fusedops_op_desc& d, bool three) {
+  const fusedops_groupnorm_desc& gn = d.d.gn;
+  char buf[200];
+  if (three) return "3xTF32 (fp32_gemm = 2) runs only in the CUTLASS kernel";
+  if (gn.N < 1 || gn.N > kSkinnyMaxRows) {
+    snprintf(buf, sizeof buf, "M = %lld rows (it takes 1..%lld)", (long long)gn.N, (long long)kSkinnyMaxRows);
+    return buf;
+  }
+  if (d.d.K == 0) return "K = 0 (no GEMM to run)";
+  if (d.d.trans_b != 1) return "W is (K, C) (trans_b = 0); the skinny kernel streams rows of W stored (C, K)";
+  const int64_t elem = gn.x_dtype == FUSEDOPS_F32 ? 4 : 2;
+  if ((d.d.K * elem) % 16 != 0) {
+    snprintf(buf, sizeof buf, "K = %lld: rows of X and W are not a multiple of 16 bytes", (long long)d.d.K);
+    return buf;
+  }
+  if (gn.C > INT32_MAX || d.d.K > INT32_MAX) return "C or K exceeds 2^31 - 1";
+  return "";
+}
+
 }  // namespace
 
 const TileConfig* configs(Mode mode, int* count) {
@@ -111,9 +137,9 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
     return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
                        "GemmGroupNormAct: incomplete or invalid descriptor (M=%lld C=%lld K=%lld groups=%d dtype %d)",
                        (long long)gn.N, (long long)gn.C, (long long)d.d.K, gn.num_groups, gn.x_dtype);
-  if (o.gemm_kernel < FUSEDOPS_GEMM_AUTO || o.gemm_kernel > FUSEDOPS_GEMM_CUTLASS)
-    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "gemm_kernel %d is not 0 (auto), 1 or 2",
-                       o.gemm_kernel);
+  if (o.gemm_kernel < FUSEDOPS_GEMM_AUTO || o.gemm_kernel > FUSEDOPS_GEMM_SKINNY)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "gemm_kernel %d is not 0 (auto), 1 (cuBLASLt), 2 (CUTLASS) or 3 (skinny)", o.gemm_kernel);
   if (o.fp32_gemm < 0 || o.fp32_gemm > 2)
     return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
                        "fp32_gemm %d is not 0 (auto), 1 (strict FP32) or 2 (3xTF32)", o.fp32_gemm);
@@ -139,6 +165,24 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
                          "forces cuBLASLt");
     c.kernel = FUSEDOPS_GEMM_CUBLASLT;
     c.why = "cuBLASLt: forced by the plan options";
+    *out = c;
+    return FUSEDOPS_OK;
+  }
+  const std::string skinny = skinny_blocker(d, three);
+  if (o.gemm_kernel == FUSEDOPS_GEMM_SKINNY) {
+    if (!skinny.empty())
+      return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "GemmGroupNormAct: the skinny kernel is forced: %s",
+                         skinny.c_str());
+    c.kernel = FUSEDOPS_GEMM_SKINNY;
+    c.why = "skinny: forced by the plan options";
+    *out = c;
+    return FUSEDOPS_OK;
+  }
+  if (kSkinnyAutomatic && o.fp32_gemm != 2 && skinny.empty() && gn.N <= skinny_auto_rows(gn.x_dtype)) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "skinny: %lld rows, the GEMM is a read of W", (long long)gn.N);
+    c.kernel = FUSEDOPS_GEMM_SKINNY;
+    c.why = buf;
     *out = c;
     return FUSEDOPS_OK;
   }

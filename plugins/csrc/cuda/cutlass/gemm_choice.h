@@ -14,6 +14,10 @@
 namespace fusedops {
 namespace gemm_choice {
 
+// The skinny kernel (cuda/skinny_gemm.cu) takes M in 1..kSkinnyMaxRows: above that the GEMM has arithmetic to do
+// and cuBLASLt's tiles win.
+constexpr int64_t kSkinnyMaxRows = 16;
+
 // Operand precision of a CUTLASS kernel.
 enum class Mode : int32_t { TF32 = 0, BF16 = 1, FP16 = 2, THREE_TF32 = 3 };
 constexpr int kModes = 4;

@@ -19,7 +19,7 @@ constexpr bool kCutlassAutomatic = false;
 }  // namespace
 
 int plan_if_chosen(const fusedops_op_desc& d, const fusedops_plan_options& o, int device, FusedGemmPlanPtr* out,
-                   size_t* workspace, std::string* kernels, char* err, size_t err_len) {
+                   size_t* workspace, std::string* kernels, int32_t* chosen, char* err, size_t err_len) {
   fusedops_gemm_device dev{};
   if (cudaDeviceGetAttribute(&dev.cc_major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&dev.cc_minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
@@ -31,9 +31,14 @@ int plan_if_chosen(const fusedops_op_desc& d, const fusedops_plan_options& o, in
   dev.has_cutlass = fusedops_has_cutlass();
   gemm_choice::Choice choice;
   int rc = gemm_choice::choose(d, dev, o, &choice, err, err_len);
-  if (rc != FUSEDOPS_OK || choice.kernel != FUSEDOPS_GEMM_CUTLASS) return rc;
+  if (rc != FUSEDOPS_OK) return rc;
+  *chosen = choice.kernel;
+  if (choice.kernel != FUSEDOPS_GEMM_CUTLASS) return FUSEDOPS_OK;
   const bool forced = o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || o.fp32_gemm == 2;
-  if (!kCutlassAutomatic && !forced) return FUSEDOPS_OK;
+  if (!kCutlassAutomatic && !forced) {
+    *chosen = FUSEDOPS_GEMM_CUBLASLT;
+    return FUSEDOPS_OK;
+  }
   size_t bytes = 0;
   std::string text;
   rc = make_fused_gemm_plan(d, choice, device, dev.sm_count, out, &bytes, &text, err, err_len);
