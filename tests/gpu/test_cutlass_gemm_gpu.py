@@ -16,9 +16,7 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from fusedops import catalog
 from fusedops.errors import FusedopsError
 
 pytestmark = pytest.mark.gpu
@@ -41,9 +39,8 @@ if torch.cuda.get_device_capability() != (9, 0):
     cc = "".join(map(str, torch.cuda.get_device_capability()))
     pytest.skip(f"the CUTLASS kernels are built for sm_90a (H100/H200); this GPU is sm_{cc}", allow_module_level=True)
 
-DEV = torch.device("cuda")
-GEMM = catalog.GEMM_GROUP_NORM_ACT.name
-ULP16 = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}
+from gemm_plan_helpers import DEV, ULP16, attrs, check_graph_replay, eager, max_err, ref, run  # noqa: E402
+
 CUTLASS = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS)
 CUBLASLT = abi.PlanOptions(gemm_kernel=abi.GEMM_CUBLASLT)
 THREE_TF32 = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2)
@@ -51,10 +48,6 @@ THREE_TF32 = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2)
 
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def attrs(**kw) -> catalog.FusedAttrs:
-    return catalog.parse_attrs(GEMM, kw)
 
 
 def inputs(M, K, C, seed, dtype=torch.float32, n_extra=1, pdtype=torch.float32, x_scale=1.0, x_shift=0.0):
@@ -67,36 +60,6 @@ def inputs(M, K, C, seed, dtype=torch.float32, n_extra=1, pdtype=torch.float32, 
     extras = [torch.randn(C, generator=g) for _ in range(n_extra)]
     return (x.to(DEV, dtype), w.to(DEV, dtype), b.to(DEV, pdtype), gamma.to(DEV, pdtype), beta.to(DEV, pdtype),
             [e.to(DEV, pdtype) for e in extras])
-
-
-def run(x, w, b, gamma, beta, extras, a, options=None, out=None):
-    """One call through a fresh plan; returns (Y, the plan's kernels text)."""
-    tensors = [x, w, b, gamma, beta, *extras]
-    descs = [abi.tensor_desc(t.dtype, tuple(t.shape)) if t is not None else abi.tensor_desc(None, None)
-             for t in tensors]
-    d, shape = abi.describe(abi.parse_attributes(GEMM, a), descs)
-    plan = abi.Plan(d, x.device.index, options)
-    y = out if out is not None else torch.full(shape, float("nan"), dtype=x.dtype, device=DEV)
-    ws = torch.full((max(plan.workspace, 1),), 0xFF, dtype=torch.uint8, device=DEV)
-    plan.run([t.data_ptr() if t is not None else None for t in tensors], y.data_ptr(), ws.data_ptr(), plan.workspace,
-             torch.cuda.current_stream().cuda_stream)
-    return y, plan.kernels
-
-
-def ref(x, w, b, gamma, beta, extras, a):
-    d = lambda t: t.detach().cpu().double() if t is not None else None  # noqa: E731
-    return catalog.gemm_group_norm_act_reference(d(x), d(w), d(b), d(gamma), d(beta), [d(e) for e in extras], a)
-
-
-def eager(x, w, b, gamma, beta, extras, a):
-    """The catalog's reference in X's dtype on the GPU (eager PyTorch: cuBLAS, then the chain / GroupNorm ops)."""
-    cast = lambda t: t.to(x.dtype) if t is not None else None  # noqa: E731
-    return catalog.gemm_group_norm_act_reference(x, w, cast(b), cast(gamma), cast(beta), [cast(e) for e in extras],
-                                                 a)
-
-
-def max_err(got, want) -> float:
-    return (got.detach().cpu().double() - want).abs().max().item()
 
 
 def assert_close(got, want, tol, what=""):
@@ -297,31 +260,8 @@ def test_runs_are_deterministic_and_capturable_in_a_cuda_graph():
     """A run only fills in pointers and enqueues (TMA descriptors are encoded on the host): it captures into a CUDA
     graph, and replays give identical bits (no atomics: the per-tile row partials are combined in a fixed order)."""
     x, w, b, gamma, beta, extras = inputs(1000, 256, 1024, 10)
-    a = attrs(num_groups=64, pre="add(@0)", reduce="min")
-    tensors = [x, w, b, gamma, beta, *extras]
-    d, shape = abi.describe(abi.parse_attributes(GEMM, a),
-                            [abi.tensor_desc(t.dtype, tuple(t.shape)) for t in tensors])
-    plan = abi.Plan(d, 0, CUTLASS)
-    ws = torch.empty(max(plan.workspace, 1), dtype=torch.uint8, device=DEV)
-    y = torch.full(shape, float("nan"), device=DEV)
-    ptrs = [t.data_ptr() for t in tensors]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        plan.run(ptrs, y.data_ptr(), ws.data_ptr(), plan.workspace, stream.cuda_stream)
-    stream.synchronize()
-    eager_run = y.clone()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        plan.run(ptrs, y.data_ptr(), ws.data_ptr(), plan.workspace, stream.cuda_stream)
-    y.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(y, eager_run), "a replay differs from the direct run on the same inputs"
-    x.copy_(torch.rand(x.shape, generator=gen(11)).to(DEV))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert_close(y, ref(x, w, b, gamma, beta, extras, a), 1e-2, "graph replay on new X")
+    check_graph_replay([x, w, b, gamma, beta, *extras], attrs(num_groups=64, pre="add(@0)", reduce="min"), CUTLASS,
+                       11, 1e-2)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ if not torch.cuda.is_available():
 if _LIB_ERR:
     pytest.skip(f"needs the fusedops CUDA kernels: {_LIB_ERR}", allow_module_level=True)
 
-from gemm_plan_helpers import DEV, ULP16, attrs, eager, inputs, max_err, plan_for, ref, run  # noqa: E402
+from gemm_plan_helpers import (DEV, ULP16, attrs, check_graph_replay, eager, inputs, max_err, plan_for,  # noqa: E402
+                               ref, run)
 
 SKINNY = abi.PlanOptions(gemm_kernel=abi.GEMM_SKINNY)
 CUBLASLT = abi.PlanOptions(gemm_kernel=abi.GEMM_CUBLASLT)
@@ -90,29 +91,8 @@ def test_misaligned_pointers_run_the_cublaslt_path_of_the_same_plan():
 def test_capturable_in_a_cuda_graph():
     """A run only enqueues (no allocation, no query): it captures, and replays follow new inputs bit for bit."""
     x, w, b, gamma, beta, extras = inputs(8, 1024, 2048, 23)
-    a = attrs(num_groups=64, pre="add(@0)", reduce="min")
-    tensors = [x, w, b, gamma, beta, *extras]
-    plan, shape = plan_for(tensors, a, SKINNY)
-    ws = torch.empty(max(plan.workspace, 1), dtype=torch.uint8, device=DEV)
-    y = torch.full(shape, float("nan"), device=DEV)
-    ptrs = [t.data_ptr() for t in tensors]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        plan.run(ptrs, y.data_ptr(), ws.data_ptr(), plan.workspace, stream.cuda_stream)
-    stream.synchronize()
-    direct = y.clone()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        plan.run(ptrs, y.data_ptr(), ws.data_ptr(), plan.workspace, stream.cuda_stream)
-    y.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(y, direct), "a replay differs from the direct run on the same inputs"
-    x.copy_(torch.rand(x.shape, generator=torch.Generator().manual_seed(24)).to(DEV))
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(y.cpu().double(), ref(x, w, b, gamma, beta, extras, a), rtol=2e-4, atol=2e-4)
+    check_graph_replay([x, w, b, gamma, beta, *extras], attrs(num_groups=64, pre="add(@0)", reduce="min"), SKINNY,
+                       24, 2e-4)
 
 
 def test_automatic_plans_follow_the_planner_rule():
