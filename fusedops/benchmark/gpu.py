@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from .. import safe_output
 from ..errors import FusedopsError
+from ..provenance import provenance
 from ..models import get_entry, model_names
 from ..plugins import torch_ops
 from . import ort_rows, trt_rows
@@ -175,7 +176,8 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
     report = BenchReport(
         date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda, size=size,
-        repeats=repeats, warmup=warmup, input_sets=input_sets)
+        repeats=repeats, warmup=warmup, input_sets=input_sets,
+        provenance=provenance(torch.cuda.get_device_name()))
     for entry in entries:
         try:
             _bench_model(entry, size, precisions, repeats, warmup, input_sets, use_compile, compile_mode,

@@ -38,6 +38,7 @@ from rich.table import Table
 
 from .. import ort as fo
 from ..errors import FusedopsError
+from ..provenance import provenance
 from ..models import get_entry, model_names
 from ..plugins import torch_ops
 from . import ort_rows
@@ -83,6 +84,7 @@ class LatencyReport:
     rows: list[LatencyRow] = field(default_factory=list)
     targets: list[LatencyTarget] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)  # fusedops.provenance: versions, date, device
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -317,7 +319,8 @@ def run_latency(models: Sequence[str] | None = None, precisions: Sequence[str] =
             raise FusedopsError(str(e)) from None
     log = (lambda s: None) if quiet else (lambda s: print(f"[latency] {s}", flush=True))
     report = LatencyReport(date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                           gpu=torch.cuda.get_device_name(), torch=torch.__version__, calls=calls)
+                           gpu=torch.cuda.get_device_name(), torch=torch.__version__, calls=calls,
+                           provenance=provenance(torch.cuda.get_device_name()))
     cb = list(batches) if compile_batches is None else list(compile_batches)
     for entry in entries:
         try:

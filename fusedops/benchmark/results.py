@@ -59,6 +59,7 @@ class BenchReport:
     rows: list[Row] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)  # fusedops.provenance: versions, date, device
 
 
 def _runtime_row(model: str, r, prefix: str = "ort") -> Row:
