@@ -24,11 +24,14 @@ import onnx_ir as ir
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
+from fusedops.version import __version__
 
 from . import canonical, functions, validate
 from .fuser import FUSER, FUSER_LOCK
 from .report import FusionReport, build_report, mark_sites
 from .rule_util import DOMAIN, FUSED_OPS, attr, rank
+
+VERSION_KEY = "fusedops_version"  # metadata_props key of a fused model
 
 OVERLOAD_NOTE_KEY = "fusedops.function_overloads"
 
@@ -111,6 +114,7 @@ def fuse_ir(model: ir.Model) -> tuple[dict, FusionReport]:
             model.functions[f.identifier()] = f
         note = _overload_note(fns)
         model.metadata_props.pop(OVERLOAD_NOTE_KEY, None)
+        model.metadata_props[VERSION_KEY] = __version__  # which fusedops wrote the nodes (provenance)
         if note:
             model.metadata_props[OVERLOAD_NOTE_KEY] = note
             logging.getLogger(__name__).info(note)

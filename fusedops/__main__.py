@@ -1,3 +1,5 @@
+"""``python -m fusedops``: the console script."""
+
 import sys
 
 from .cli import main

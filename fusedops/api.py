@@ -1,6 +1,9 @@
-"""Python API; each function mirrors one ``fusedops`` subcommand. Implementations import lazily."""
+"""Python API; each function mirrors one ``fusedops`` subcommand. Implementations are imported inside each function:
+``import fusedops`` (and so ``fusedops --help``) must not import torch, onnx or a runtime."""
 
 from __future__ import annotations
+
+from .errors import UsageError
 
 
 def export(model: str, out: str, size: str = "small", dynamic_batch: bool = True, force: bool = False, **kw):
@@ -17,8 +20,7 @@ def fuse(src: str, dst: str, force: bool = False, report: str | None = None):
 def demo(models=None, backends=None, size: str | None = None, out_dir=None, repeats: int = 10, seed: int = 0,
          force: bool = False, **kw):
     """``fusedops demo``; arguments are checked before any export (UsageError naming the first bad one)."""
-    from .demo import run_demo
-    from .errors import UsageError
+    from .workflows.demo import run_demo
 
     for name, items in (("models", models), ("backends", backends)):
         if items is not None and (isinstance(items, (str, bytes)) or not all(
@@ -37,12 +39,12 @@ def demo(models=None, backends=None, size: str | None = None, out_dir=None, repe
 
 
 def verify(model_or_onnx: str, backend: str = "ort-cpu", **kw):
-    from .verify import verify as _verify
+    from .workflows.verify import verify as _verify
     return _verify(model_or_onnx, backend=backend, **kw)
 
 
 def bench(**kw):
-    from .bench import run_bench
+    from .benchmark.gpu import run_bench
     return run_bench(**kw)
 
 

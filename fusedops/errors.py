@@ -23,3 +23,7 @@ class OutputFileError(FusedopsError):
 
 class ModelError(FusedopsError, ValueError):
     """A model whose content is invalid (ill-typed or unknown attributes, inconsistent shapes, duplicate names)."""
+
+
+class CatalogError(FusedopsError, ValueError):
+    """A chain, attribute or shape that the catalog does not accept; the message names the problem."""

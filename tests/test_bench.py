@@ -1,24 +1,24 @@
 """fusedops bench on a machine without CUDA: the clear error, and the report logic (ratios, targets, outputs)."""
 
-import importlib
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
 
 from fusedops.errors import FusedopsError
 
-bench = importlib.import_module("fusedops.bench")  # `fusedops.bench` the attribute is the API function
+from fusedops.benchmark import chart, gpu, results, timing
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error; this machine has CUDA")
 def test_without_cuda_the_error_says_so():
     with pytest.raises(FusedopsError, match="needs a CUDA GPU"):
-        bench.run_bench(models=["1"])
+        gpu.run_bench(models=["1"])
 
 
 def _r(model, variant, p, ms, peak=10.0, out=8.0):
-    return bench.Row(model, variant, p, ms, ms, ms, peak, out)
+    return results.Row(model, variant, p, ms, ms, ms, peak, out)
 
 
 def test_ratios_and_targets():
@@ -27,12 +27,12 @@ def test_ratios_and_targets():
             _r("gemm_m", "fused", "fp32", 3.0, peak=17.0),  # no fp32 floor row: no ratio, no target
             _r("convtranspose2d_x", "floor", "tf32", 6.6), _r("convtranspose2d_x", "fused", "tf32", 8.0, 20, 8),
             _r("convtranspose2d_x", "gn_step_eager", "tf32", 3.5), _r("convtranspose2d_x", "gn_step_fused", "tf32", 1.6)]
-    bench._fill_ratios(rows)
+    results._fill_ratios(rows)
     fused = rows[3]
     assert (fused.vs_floor, fused.vs_eager, fused.vs_compile) == (round(0.36 / 0.35, 3), 0.48, round(0.36 / 0.43, 3))
     assert rows[4].vs_floor is None
     assert rows[8].vs_eager == round(1.6 / 3.5, 3) and rows[8].vs_floor is None
-    t = {(g.model, g.what): g for g in bench._targets(rows)}
+    t = {(g.model, g.what): g for g in results._targets(rows)}
     assert t[("gemm_m", "fused / GEMM alone (tf32)")].met
     assert t[("gemm_m", "fused peak extra memory (tf32)")].met
     assert not t[("gemm_m", "fused peak extra memory (fp32)")].met  # 17 MiB extra for an 8 MiB output
@@ -42,40 +42,41 @@ def test_ratios_and_targets():
 
 
 def test_table_json_and_png(tmp_path, capsys):
-    rep = bench.BenchReport("2026-11-22", "none", torch.__version__, None, "bench", 20, 3, 3,
+    rep = results.BenchReport("2026-11-22", "none", torch.__version__, None, "bench", 20, 3, 3,
                             rows=[_r("m", "eager", "fp32", 1.0), _r("m", "fused", "fp32", 0.5)])
-    bench._fill_ratios(rep.rows)
-    bench.print_table(rep)
+    results._fill_ratios(rep.rows)
+    results.print_table(rep)
     assert "fused" in capsys.readouterr().out
     pytest.importorskip("matplotlib", reason="matplotlib (the 'bench' extra) draws the chart")
-    png = bench.plot(rep, tmp_path / "b.png")
+    png = tmp_path / "b.png"
+    assert chart.save_figure(chart.plot_bench(rep), png)
     assert png.read_bytes()[:4] == b"\x89PNG"
-    json.dumps(bench.asdict(rep))
+    json.dumps(asdict(rep))
 
 
 def test_precision_mode_restores_settings():
     before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
-    with bench.precision_mode("fp32"):
+    with timing.precision_mode("fp32"):
         assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
-    with bench.precision_mode("tf32"):
+    with timing.precision_mode("tf32"):
         assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
     assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
     with pytest.raises(FusedopsError, match="unknown precision 'fp8'"):
-        with bench.precision_mode("fp8"):
+        with timing.precision_mode("fp8"):
             pass
 
 
 def test_onnxruntime_rows_are_adopted():
-    r = bench._runtime_row("m", {"model": "m", "backend": "ort-cuda-fused", "precision": "tf32", "median_ms": 0.5,
+    r = results._runtime_row("m", {"model": "m", "backend": "ort-cuda-fused", "precision": "tf32", "median_ms": 0.5,
                              "batch": 1024, "runs": 20})
     assert (r.variant, r.precision, r.median_ms, r.note) == ("ort:ort-cuda-fused", "tf32", 0.5, "batch=1024, runs=20")
     rows = [_r("m", "eager", "tf32", 1.0), r]
-    bench._fill_ratios(rows)
+    results._fill_ratios(rows)
     assert r.vs_eager is None  # other runtimes' rows are listed, not ratioed
 
 
 def test_tensorrt_rows_are_named_trt():
-    r = bench._runtime_row("m", {"backend": "trt-engine", "precision": "fp32", "median_ms": 2.0}, "trt")
+    r = results._runtime_row("m", {"backend": "trt-engine", "precision": "fp32", "median_ms": 2.0}, "trt")
     assert (r.variant, r.precision, r.median_ms) == ("trt:trt-engine", "fp32", 2.0)
 
 
@@ -86,7 +87,7 @@ def test_onnxruntime_targets_against_unfused_and_the_pytorch_path():
             _r("gemm_n", "ort:ort-cuda-fused", "tf32", 0.43),
             _r("convtranspose2d_x", "ort:ort-cuda-unfused", "tf32", 9.0),
             _r("convtranspose2d_x", "ort:ort-cuda-fused", "tf32", 8.0)]
-    t = {(g.model, g.what): g for g in bench._targets(rows)}
+    t = {(g.model, g.what): g for g in results._targets(rows)}
     m_speed, m_ratio = t[("gemm_m", "ORT unfused / ORT fused (tf32)")], t[("gemm_m", "ORT fused / PyTorch fused (tf32)")]
     assert m_speed.met and m_speed.value == round(5.0 / 0.46, 3)
     assert not m_ratio.met and m_ratio.value == round(0.46 / 0.40, 3)  # 1.15x the PyTorch path: missed
@@ -100,7 +101,7 @@ def test_onnxruntime_targets_against_unfused_and_the_pytorch_path():
 # ---------------------------------------------------------------------------------------------------------------------
 
 def test_latency_targets_judge_each_rule():
-    from fusedops.latency import LatencyRow, targets
+    from fusedops.benchmark.latency import LatencyRow, targets
 
     m = "matmul_groupnorm_leakyrelu_sum"
     rows = [LatencyRow(m, "eager", "tf32", 1, 0.120, 60.0, 0.05),
@@ -118,7 +119,7 @@ def test_latency_targets_judge_each_rule():
 
 
 def test_latency_needs_a_gpu_and_valid_arguments(monkeypatch):
-    from fusedops import latency
+    from fusedops.benchmark import latency
 
     monkeypatch.setattr(latency.torch.cuda, "is_available", lambda: False)
     with pytest.raises(FusedopsError, match="needs a CUDA GPU"):

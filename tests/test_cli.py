@@ -5,6 +5,7 @@ import hashlib
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import onnx
 import pytest
@@ -114,13 +115,13 @@ def test_build_prints_the_engine_and_exits_zero(tmp_path, monkeypatch, capsys):
     engine = tmp_path / "m.plan"
     seen = {}
 
-    def fake_build(args):
-        seen["args"] = args
+    def fake_build(onnx, engine_path, **kw):
+        seen["args"] = SimpleNamespace(onnx=onnx, **kw)
         return builder.BuildResult(engine_path=engine, cache_key="k", cached=cached, seconds=1.25, precision="fp32",
                                    profile={}, tensorrt_version="10.13", plugin_library=None,
                                    notes=["allow_tf32 note"])
 
-    monkeypatch.setattr(builder, "build_from_args", fake_build)
+    monkeypatch.setattr(builder, "build_engine", fake_build)
     for cached, how in ((False, "built in 1.2 s"), (True, "taken from the engine cache")):
         rc = fusedops.cli.main(["build", "m.onnx", "--engine", str(engine), "--precision", "fp32"])
         out, err = capsys.readouterr()

@@ -5,9 +5,9 @@ import io
 import pytest
 from rich.console import Console
 
-from fusedops.demo import run_demo
+from fusedops.workflows.demo import run_demo
 from fusedops.errors import FusedopsError
-from fusedops.verify import BACKENDS, verify
+from fusedops.workflows.verify import BACKENDS, verify
 
 
 def test_demo_small_sizes_all_cpu_backends_pass(tmp_path):

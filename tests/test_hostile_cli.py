@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fusedops
-from fusedops.errors import UsageError
+from fusedops.errors import FusedopsError, UsageError
 from fusedops.models import REGISTRY, get_entry
 from hostile_support import cli, run_cli
 
@@ -92,12 +92,26 @@ def test_api_arguments_are_checked_before_any_work(call, message, tmp_path, monk
     assert list(tmp_path.iterdir()) == []
 
 
-def test_api_functions_survive_importing_their_submodules():
+def test_api_functions_stay_functions_when_called_twice():
+    """The bug: the first call imported ``fusedops.demo`` (the submodule), which replaced the function, and the
+    second call failed with "'module' object is not callable". No submodule has those names now; each function is
+    called twice (with an argument each checks first) after the modules that run it are imported."""
     import importlib
+    import importlib.util
+    import types
 
+    for module in ("fusedops.workflows.demo", "fusedops.workflows.verify", "fusedops.benchmark.gpu"):
+        importlib.import_module(module)
+    for _ in range(2):
+        with pytest.raises(UsageError, match="repeats must be a positive integer"):
+            fusedops.demo(repeats=0)
+        with pytest.raises(UsageError, match="unknown backend 'nope'"):
+            fusedops.verify("1", backend="nope")
+        with pytest.raises(FusedopsError):  # no CUDA: "needs a CUDA GPU"; with one: the repeats check
+            fusedops.bench(repeats=0)
     for name in ("demo", "verify", "bench"):
-        importlib.import_module(f"fusedops.{name}")
-        assert callable(getattr(fusedops, name)) and getattr(fusedops, name).__module__ == "fusedops.api"
+        assert isinstance(getattr(fusedops, name), types.FunctionType)
+        assert importlib.util.find_spec(f"fusedops.{name}") is None
 
 
 def test_no_traceback_in_a_real_process(tmp_path):

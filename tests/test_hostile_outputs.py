@@ -309,7 +309,7 @@ def test_demo_with_force_replaces_its_earlier_files(capsys, tmp_path):
 def test_bench_checks_its_out_dir_before_timing(tmp_path, monkeypatch):
     import importlib
 
-    bench = importlib.import_module("fusedops.bench")
+    bench = importlib.import_module("fusedops.benchmark.gpu")
     from fusedops.plugins import torch_ops
 
     monkeypatch.setattr(bench.torch.cuda, "is_available", lambda: True)

@@ -483,7 +483,7 @@ def test_unavailable_reason(fo, monkeypatch, tmp_path):
 
 
 def test_ort_bench_cpu_rows_small(fo):
-    from fusedops import ort_bench
+    from fusedops.benchmark import ort_rows as ort_bench
 
     before = fo.kernel_calls("cpu")
     rows = ort_bench.cpu_rows("1", "small", warmup=1, iters=3)

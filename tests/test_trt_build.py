@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import types
 
 import numpy as np
 import onnx
@@ -255,14 +256,18 @@ def test_build_engine_without_tensorrt_says_so(tmp_path, monkeypatch):
 
 
 def test_cli_arguments_round_trip(monkeypatch):
-    parser = B.add_build_arguments(argparse.ArgumentParser())
+    from fusedops.cli import build as build_command
+
+    parser = argparse.ArgumentParser()
+    build_command.add_arguments(parser)
     args = parser.parse_args(["m.onnx", "--engine", "m.plan", "--precision", "fp16", "--min-batch", "2",
                               "--opt-batch", "16", "--max-batch", "64", "--workspace-mb", "512",
                               "--timing-cache", "t.cache", "--cache-dir", "cache", "--plugin-library", "p.so",
                               "--force", "--no-progress", "--max-shapes", "x:64x96"])
     seen = {}
-    monkeypatch.setattr(B, "build_engine", lambda *a, **kw: seen.update(args=a, kw=kw) or "done")
-    assert B.build_from_args(args) == "done"
+    r = types.SimpleNamespace(cached=True, engine_path="m.plan", precision="fp16", notes=[])
+    monkeypatch.setattr(B, "build_engine", lambda *a, **kw: seen.update(args=a, kw=kw) or r)
+    assert build_command.run(args) == 0
     assert seen["args"] == ("m.onnx", "m.plan")
     assert seen["kw"] == dict(precision="fp16", min_batch=2, opt_batch=16, max_batch=64, workspace_mb=512,
                               timing_cache="t.cache", cache_dir="cache", plugin_library="p.so", force=True,
@@ -434,7 +439,7 @@ def test_trt_available_names_each_missing_piece(monkeypatch):
 
     import torch
 
-    V = importlib.import_module("fusedops.verify")
+    V = importlib.import_module("fusedops.workflows.verify")
 
     monkeypatch.setitem(sys.modules, "tensorrt", None)
     assert V._trt_available().startswith("TensorRT not importable")
@@ -456,9 +461,9 @@ def test_trt_available_names_each_missing_piece(monkeypatch):
 
 
 def test_trt_bench_unavailable_gives_no_rows(monkeypatch):
-    from fusedops import trt_bench
+    from fusedops.benchmark import trt_rows as trt_bench
 
-    V = importlib.import_module("fusedops.verify")
+    V = importlib.import_module("fusedops.workflows.verify")
 
     monkeypatch.setattr(V, "_trt_available", lambda: "TensorRT not importable (ImportError)")
     assert trt_bench.unavailable_reason() == "TensorRT not importable (ImportError)"
@@ -466,7 +471,7 @@ def test_trt_bench_unavailable_gives_no_rows(monkeypatch):
 
 
 def test_trt_bench_unavailable_here():
-    from fusedops import trt_bench
+    from fusedops.benchmark import trt_rows as trt_bench
 
     if importlib.util.find_spec("tensorrt") is not None:
         pytest.skip("tensorrt is installed here")
@@ -476,7 +481,7 @@ def test_trt_bench_unavailable_here():
 
 
 def test_trt_bench_helpers():
-    from fusedops import trt_bench
+    from fusedops.benchmark import trt_rows as trt_bench
 
     assert trt_bench.rotation_count(1 << 20) == 4
     assert trt_bench.rotation_count(600 << 20) == 1
@@ -489,14 +494,14 @@ def test_trt_bench_helpers():
 
 
 def test_trt_bench_rows_have_the_ort_bench_keys():
-    from fusedops import trt_bench
+    from fusedops.benchmark import trt_rows as trt_bench
 
     row = trt_bench.summarise("m", "fp32", 1, [1.0])
     assert set(row) == {"model", "backend", "precision", "batch", "median_ms", "min_ms", "max_ms", "runs"}
 
 
 def test_with_allow_tf32_sets_the_plugin_field(tmp_path):
-    from fusedops import trt_bench
+    from fusedops.benchmark import trt_rows as trt_bench
 
     model = onnx.load(str(_gemm_model(tmp_path, [1, None, 0])))
     strict = trt_bench.with_allow_tf32(model, 0)

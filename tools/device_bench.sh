@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the fusedops GPU tests and benchmark on a CUDA machine and collect the results.
 #
-#   OUT=<dir> tools/device_bench.sh [--tests] [--no-bench] [-- <python -m fusedops.bench flags>]
+#   OUT=<dir> tools/device_bench.sh [--tests] [--no-bench] [-- <fusedops bench flags>]
 #
 # Installs the package editable (no dependencies, no network), builds the native C ABI library with CUDA into
 # build/native (only the `fusedops` target, sm_90 unless FUSEDOPS_CUDA_ARCHS says otherwise), optionally runs
@@ -66,7 +66,7 @@ if [[ $run_tests == 1 ]]; then
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $run_bench == 1 ]]; then
-  timeout "${BENCH_TIMEOUT:-1800}" $py -m fusedops.bench --out-dir "$out" "${bench_args[@]}" 2>&1 | tee "$out/bench.log" | grep -v "^\[bench\]"
+  timeout "${BENCH_TIMEOUT:-1800}" $py -m fusedops bench --out-dir "$out" "${bench_args[@]}" 2>&1 | tee "$out/bench.log" | grep -v "^\[bench\]"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 exit $rc

@@ -1,4 +1,5 @@
-"""Build a TensorRT engine from a (fused) ONNX model: ``fusedops build MODEL.onnx --engine OUT.plan``.
+"""Build a TensorRT engine from a (fused) ONNX model: ``fusedops build MODEL.onnx --out OUT.plan`` (its flags are
+in fusedops/cli/build.py).
 
 The fusedops plugin library is loaded into the builder's plugin registry (``load_library``), so TensorRT's ONNX
 parser maps the ``fusedops`` nodes to the GroupNormAct / GemmGroupNormAct plugins. An optimisation profile is derived
@@ -6,35 +7,34 @@ from the ONNX inputs (dynamic dim 0 = batch, ranging over min/opt/max batch; sta
 one ``--precision`` switch, and built engines are cached by everything that determines them.
 
 Everything that does not need TensorRT (argument checks, profile derivation, precision mapping, cache keys, the
-progress renderer) is plain Python and tested on machines without TensorRT; ``tensorrt`` is imported only to build.
+progress renderer in progress.py) is plain Python and tested on machines without TensorRT; ``tensorrt`` is imported only to build.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from fusedops.errors import FusedopsError
+
+from .profile import (DEFAULT_MAX_BATCH, InputInfo, Shape, check_batches, derive_profile, onnx_inputs, parse_shapes_arg,  # noqa: F401
+                      shapes_from_args)
+from .progress import ProgressRenderer, make_progress_monitor
 
 log = logging.getLogger("fusedops.trt_build")
 
 PRECISIONS = ("tf32", "fp32", "fp16", "bf16")
 DEFAULT_WORKSPACE_MB = 4096
-DEFAULT_MAX_BATCH = 1024  # the reference models' benchmark batch
 PLUGIN_LIBRARY_NAME = "libfusedops_trt.so"
 CACHE_FORMAT = 1  # bump when the cache key's meaning changes
-
-Shape = tuple[int, ...]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -69,120 +69,6 @@ def precision_plan(precision: str, trt_major: int) -> PrecisionPlan:
         return PrecisionPlan(precision, ("TF32",), (), required_input_dtype="float16" if precision == "fp16"
                              else "bfloat16")
     return PrecisionPlan(precision, (flag, "TF32"), ())
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Optimisation profile from the ONNX inputs
-# ---------------------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class InputInfo:
-    name: str
-    dims: tuple[int | str | None, ...]  # int: static; str: symbolic (dim_param); None: unknown
-    elem_type: str  # ONNX type name, lower case: "float", "float16", "bfloat16", "undefined"
-
-
-def onnx_inputs(model) -> list[InputInfo]:
-    """The graph's real inputs (initializers listed as inputs are weights, not inputs)."""
-    import onnx
-
-    if isinstance(model, (str, os.PathLike)):
-        model = onnx.load(str(model), load_external_data=False)
-    inits = {i.name for i in model.graph.initializer}
-    out = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        dims = []
-        for d in tt.shape.dim:
-            if d.HasField("dim_value") and d.dim_value > 0:
-                dims.append(int(d.dim_value))
-            elif d.HasField("dim_param") and d.dim_param:
-                dims.append(d.dim_param)
-            else:
-                dims.append(None)
-        out.append(InputInfo(vi.name, tuple(dims), onnx.TensorProto.DataType.Name(tt.elem_type).lower()))
-    return out
-
-
-def parse_shapes_arg(text: str | None) -> dict[str, Shape]:
-    """trtexec-style ``name:1x3x224x224,other:8x16`` → {name: (1, 3, 224, 224), ...}."""
-    out: dict[str, Shape] = {}
-    if not text:
-        return out
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, dims = item.rpartition(":")
-        if not sep or not name:
-            raise FusedopsError(f"bad shape {item!r}: expected NAME:D0xD1x...")
-        try:
-            shape = tuple(int(d) for d in dims.split("x"))
-        except ValueError:
-            raise FusedopsError(f"bad shape {item!r}: dimensions must be integers") from None
-        if any(d <= 0 for d in shape):
-            raise FusedopsError(f"bad shape {item!r}: dimensions must be positive")
-        out[name.strip("'\"")] = shape
-    return out
-
-
-def derive_profile(inputs: Sequence[InputInfo], min_batch: int = 1, opt_batch: int | None = None,
-                   max_batch: int | None = None,
-                   shapes: Mapping[str, tuple[Shape, Shape, Shape]] | None = None) -> dict[str, tuple[Shape, Shape, Shape]]:
-    """One optimisation profile: {input name: (min, opt, max)}.
-
-    Dim 0 dynamic (symbolic or unknown) ranges over [min_batch, max_batch] with opt at opt_batch (default max_batch);
-    static dims are kept. A dynamic dim other than 0 needs explicit shapes for that input (``shapes``), else an error
-    names the input and the dim. A static dim 0 fixes the batch of that input."""
-    shapes = dict(shapes or {})
-    min_b, opt_b, max_b = check_batches(min_batch, opt_batch, max_batch)
-    profile: dict[str, tuple[Shape, Shape, Shape]] = {}
-    for inp in inputs:
-        if inp.name in shapes:
-            mn, op, mx = (tuple(int(d) for d in s) for s in shapes.pop(inp.name))
-            if not (len(mn) == len(op) == len(mx) == len(inp.dims)):
-                raise FusedopsError(f"input {inp.name!r} has rank {len(inp.dims)}; the given shapes have ranks "
-                                    f"{len(mn)}/{len(op)}/{len(mx)}")
-            for k, d in enumerate(inp.dims):
-                if isinstance(d, int) and not (mn[k] == op[k] == mx[k] == d):
-                    raise FusedopsError(f"input {inp.name!r} dim {k} is static ({d}) but the given shapes use "
-                                        f"{mn[k]}/{op[k]}/{mx[k]}")
-                if not (0 < mn[k] <= op[k] <= mx[k]):
-                    raise FusedopsError(f"input {inp.name!r} dim {k}: need 0 < min <= opt <= max, got "
-                                        f"{mn[k]}/{op[k]}/{mx[k]}")
-            profile[inp.name] = (mn, op, mx)
-            continue
-        if not inp.dims:
-            profile[inp.name] = ((), (), ())
-            continue
-        mn, op, mx = [], [], []
-        for k, d in enumerate(inp.dims):
-            if isinstance(d, int):
-                mn.append(d), op.append(d), mx.append(d)
-            elif k == 0:
-                mn.append(min_b), op.append(opt_b), mx.append(max_b)
-            else:
-                raise FusedopsError(f"input {inp.name!r} has a dynamic dimension {k} ({d or '?'}) besides the batch; "
-                                    f"give its shapes with --min-shapes/--opt-shapes/--max-shapes "
-                                    f"(e.g. {inp.name}:1x...)")
-        profile[inp.name] = (tuple(mn), tuple(op), tuple(mx))
-    if shapes:
-        raise FusedopsError(f"shapes given for unknown input(s) {', '.join(sorted(shapes))}; the model's inputs are "
-                            f"{', '.join(i.name for i in inputs)}")
-    return profile
-
-
-def check_batches(min_batch: int, opt_batch: int | None, max_batch: int | None) -> tuple[int, int, int]:
-    for name, v in (("min_batch", min_batch), ("opt_batch", opt_batch), ("max_batch", max_batch)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise FusedopsError(f"{name} must be a positive integer, got {v!r}")
-    max_b = max_batch if max_batch is not None else max(DEFAULT_MAX_BATCH, min_batch, opt_batch or 0)
-    opt_b = opt_batch if opt_batch is not None else max_b
-    if not (min_batch <= opt_b <= max_b):
-        raise FusedopsError(f"need min_batch <= opt_batch <= max_batch, got {min_batch} / {opt_b} / {max_b}")
-    return min_batch, opt_b, max_b
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -293,105 +179,6 @@ def has_fusedops_nodes(onnx_path: str | os.PathLike) -> bool:
 
     model = onnx.load(str(onnx_path), load_external_data=False)
     return any(n.domain == DOMAIN for n in model.graph.node)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Progress
-# ---------------------------------------------------------------------------------------------------------------------
-
-class ProgressRenderer:
-    """Renders TensorRT's nested build phases as rich progress bars (the IProgressMonitor callbacks delegate here).
-
-    Kept free of TensorRT so it can be tested anywhere; ``cancel()`` makes the next step_complete answer False,
-    which asks TensorRT to stop building."""
-
-    def __init__(self, console=None, enabled: bool = True):
-        self.enabled = enabled
-        self._cancel = False
-        self._tasks: dict[str, int] = {}
-        self._parents: dict[str, str | None] = {}
-        self._lock = threading.Lock()  # TensorRT reports from several builder threads
-        self._progress = None
-        self.events: list[tuple] = []
-        if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), console=console, transient=False)
-
-    def __enter__(self):
-        if self._progress is not None:
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self._progress is not None:
-            self._progress.stop()
-        return False
-
-    def cancel(self) -> None:
-        self._cancel = True
-
-    def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
-        with self._lock:
-            self._phase_start(phase_name, parent_phase, num_steps)
-
-    def step_complete(self, phase_name: str, step: int) -> bool:
-        with self._lock:
-            return self._step_complete(phase_name, step)
-
-    def phase_finish(self, phase_name: str) -> None:
-        with self._lock:
-            self._phase_finish(phase_name)
-
-    def _phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
-        self.events.append(("start", phase_name, parent_phase, num_steps))
-        depth = 0
-        p = parent_phase
-        while p is not None and p in self._tasks:
-            depth += 1
-            p = self._parents.get(p)
-        self._parents[phase_name] = parent_phase
-        if self._progress is not None:
-            self._tasks[phase_name] = self._progress.add_task("  " * depth + phase_name, total=max(num_steps, 1))
-        else:
-            self._tasks[phase_name] = len(self._tasks)
-
-    def _step_complete(self, phase_name: str, step: int) -> bool:
-        self.events.append(("step", phase_name, step))
-        if self._progress is not None and phase_name in self._tasks:
-            self._progress.update(self._tasks[phase_name], completed=step + 1)
-        return not self._cancel
-
-    def _phase_finish(self, phase_name: str) -> None:
-        self.events.append(("finish", phase_name))
-        task = self._tasks.pop(phase_name, None)
-        parent = self._parents.pop(phase_name, None)
-        if self._progress is not None and task is not None:
-            if parent is None:  # top-level phases stay on screen, completed; nested ones make room
-                total = next(t.total for t in self._progress.tasks if t.id == task)
-                self._progress.update(task, completed=total)
-            else:
-                self._progress.remove_task(task)
-
-
-def make_progress_monitor(trt, renderer: ProgressRenderer):
-    """A trt.IProgressMonitor that forwards to ``renderer`` (TensorRT calls it from its build threads)."""
-
-    class _Monitor(trt.IProgressMonitor):
-        def __init__(self):
-            trt.IProgressMonitor.__init__(self)
-
-        def phase_start(self, phase_name, parent_phase, num_steps):
-            renderer.phase_start(phase_name, parent_phase, num_steps)
-
-        def step_complete(self, phase_name, step):
-            return renderer.step_complete(phase_name, step)
-
-        def phase_finish(self, phase_name):
-            renderer.phase_finish(phase_name)
-
-    return _Monitor()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -591,53 +378,3 @@ def _write_metadata(result: BuildResult) -> Path:
     path = result.engine_path.with_name(result.engine_path.name + ".json")
     path.write_text(json.dumps(meta, indent=1))
     return path
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# CLI wiring (the `fusedops build` subcommand is owned by the CLI; these two functions are its interface)
-# ---------------------------------------------------------------------------------------------------------------------
-
-def add_build_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("onnx", help="ONNX model (fused: fusedops nodes become TensorRT plugins)")
-    parser.add_argument("--engine", required=True, help="output engine (.plan)")
-    parser.add_argument("--precision", default="tf32", choices=PRECISIONS,
-                        help="tf32 (default), fp32 (strict), fp16, bf16")
-    parser.add_argument("--min-batch", type=int, default=1, help="smallest batch of the optimisation profile")
-    parser.add_argument("--opt-batch", type=int, default=None, help="batch TensorRT tunes for (default: max batch)")
-    parser.add_argument("--max-batch", type=int, default=None,
-                        help=f"largest batch of the optimisation profile (default {DEFAULT_MAX_BATCH})")
-    parser.add_argument("--min-shapes", default=None, help="trtexec style: name:1x3x32x32[,name2:...]")
-    parser.add_argument("--opt-shapes", default=None, help="trtexec style, as --min-shapes")
-    parser.add_argument("--max-shapes", default=None, help="trtexec style, as --min-shapes")
-    parser.add_argument("--workspace-mb", type=int, default=DEFAULT_WORKSPACE_MB, help="workspace limit in MiB")
-    parser.add_argument("--timing-cache", default=None, help="timing cache file (read if present, then updated)")
-    parser.add_argument("--cache-dir", default=None, help="engine cache folder")
-    parser.add_argument("--plugin-library", default=None,
-                        help=f"{PLUGIN_LIBRARY_NAME} (default: $FUSEDOPS_TRT_PLUGIN, else the native library folder)")
-    parser.add_argument("--force", action="store_true", help="overwrite the engine and ignore the cache")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    return parser
-
-
-def shapes_from_args(min_shapes: str | None, opt_shapes: str | None,
-                     max_shapes: str | None) -> dict[str, tuple[Shape, Shape, Shape]] | None:
-    mins, opts, maxs = parse_shapes_arg(min_shapes), parse_shapes_arg(opt_shapes), parse_shapes_arg(max_shapes)
-    if not (mins or opts or maxs):
-        return None
-    names = set(mins) | set(opts) | set(maxs)
-    out = {}
-    for n in sorted(names):
-        mn = mins.get(n) or opts.get(n) or maxs.get(n)
-        mx = maxs.get(n) or opts.get(n) or mins.get(n)
-        op = opts.get(n) or mx
-        out[n] = (mn, op, mx)
-    return out
-
-
-def build_from_args(args: argparse.Namespace) -> BuildResult:
-    return build_engine(
-        args.onnx, args.engine, precision=args.precision, min_batch=args.min_batch, opt_batch=args.opt_batch,
-        max_batch=args.max_batch, workspace_mb=args.workspace_mb, timing_cache=args.timing_cache,
-        cache_dir=args.cache_dir, plugin_library=args.plugin_library, force=args.force,
-        progress=not args.no_progress,
-        shapes=shapes_from_args(args.min_shapes, args.opt_shapes, args.max_shapes))

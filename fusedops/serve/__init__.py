@@ -7,7 +7,6 @@
     report.py      the load report's JSON and PNG
     process.py     a server in a subprocess on free loopback ports (tests, the GPU sweep)
     sweep.py       the GPU sweep of the issue's targets (tools/device_serve.sh)
-    commands.py    the CLI arguments of serve / repo / loadtest
 
 Nothing here is imported by ``import fusedops``; PyTriton and tritonclient come with the ``serve`` extra.
 """

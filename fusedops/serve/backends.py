@@ -90,7 +90,7 @@ def unavailable_reason(backend: str, kind: str) -> str | None:
     if backend == "trt":
         if kind != "engine":
             return "the trt backend serves a TensorRT engine (.plan); build one with `fusedops build`"
-        from fusedops.verify import _trt_available
+        from fusedops.workflows.verify import _trt_available
         return _trt_available()
     if kind == "engine":
         return f"a TensorRT engine is served only by the trt backend, not {backend}"
@@ -187,7 +187,7 @@ def _ort_backend(onnx_path: str | Path, backend: str, source: str) -> ServedMode
 def _export_to_temp(model_key: str, size: str) -> Path:
     import tempfile
 
-    from fusedops.api import export
+    from fusedops.exporter_api import export
 
     folder = Path(tempfile.mkdtemp(prefix="fusedops-serve-"))
     return Path(export(model_key, str(folder / "model.onnx"), size=size))

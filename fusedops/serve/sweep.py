@@ -122,7 +122,7 @@ def evaluate(fused_points: list[dict], inproc: dict) -> dict:
 def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backend: str = "auto",
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
               tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False) -> dict:
-    from fusedops.api import export
+    from fusedops.exporter_api import export
 
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]

@@ -48,7 +48,7 @@ def fo():
 
 
 def _models(name, size="bench"):
-    from fusedops.ort_bench import models
+    from fusedops.benchmark.ort_rows import models
 
     return models(name, size)
 
@@ -208,7 +208,7 @@ def test_session_create_destroy_no_device_memory_growth(fo):
 
 
 def test_fused_vs_unfused_speed_on_cuda_ep(fo):
-    from fusedops.ort_bench import ort_rows
+    from fusedops.benchmark.ort_rows import ort_rows
 
     rows = []
     for name in MODELS:

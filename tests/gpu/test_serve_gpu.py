@@ -80,7 +80,7 @@ def test_auto_prefers_the_cuda_ep_for_onnx(model1_onnx):
 
 
 def test_tensorrt_engine_is_served(model1_onnx, tmp_path):
-    from fusedops.verify import _trt_available
+    from fusedops.workflows.verify import _trt_available
 
     reason = _trt_available()
     if reason:

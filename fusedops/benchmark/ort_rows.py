@@ -10,13 +10,20 @@ the unfused and fused sessions are timed alternately so drifting machine load hi
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import time
 from typing import Any, Callable
 
 import numpy as np
+import onnxruntime as ort
 
-from .errors import FusedopsError
+from .. import exporter_api
+from .. import ort as fo
+from ..errors import FusedopsError
+from ..exporter.fuse import fuse_model
+from ..models.registry import get_entry
 
 CUDA_EP = "CUDAExecutionProvider"
 CPU_EP = "CPUExecutionProvider"
@@ -24,8 +31,6 @@ CPU_EP = "CPUExecutionProvider"
 
 def _entry(entry: Any):
     if isinstance(entry, str) or isinstance(entry, int):
-        from fusedops.models.registry import get_entry
-
         try:
             return get_entry(str(entry))
         except ValueError as e:
@@ -41,8 +46,6 @@ def models(entry, size: str):
     entry = _entry(entry)
     key = (entry.key, size)
     if key not in _MODEL_CACHE:
-        from fusedops import exporter_api
-        from fusedops.exporter.fuse import fuse_model
 
         unfused = exporter_api.export_unfused_model(entry.key, size=size)
         fused = fuse_model(unfused)
@@ -71,9 +74,6 @@ def _alternate(runners: dict[str, Callable[[], None]], warmup: int, iters: int) 
 def ort_rows(entry: Any, size: str = "bench", batch: int | None = None, warmup: int = 5, iters: int = 20,
              precisions: tuple[str, ...] = ("tf32", "fp32"), device_id: int = 0) -> list[dict]:
     """CUDA EP: unfused vs fused (library) per precision; [] when onnxruntime has no CUDA EP."""
-    import onnxruntime as ort
-
-    from . import ort as fo
 
     if CUDA_EP not in ort.get_available_providers():
         return []
@@ -119,9 +119,6 @@ def ort_rows(entry: Any, size: str = "bench", batch: int | None = None, warmup: 
 def cpu_rows(entry: Any, size: str = "bench", batch: int | None = None, warmup: int = 1, iters: int = 5,
              intra_op_threads: int = 0) -> list[dict]:
     """CPU EP: the unfused export on ORT's own kernels vs the fused export with the library's CPU kernels."""
-    import onnxruntime as ort
-
-    from . import ort as fo
 
     entry = _entry(entry)
     unfused, fused = _models(entry, size)
@@ -148,11 +145,8 @@ def cpu_rows(entry: Any, size: str = "bench", batch: int | None = None, warmup: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """python -m fusedops.ort_bench [cpu|cuda] [model ...] [--size small|bench] [--batch N]"""
-    import argparse
-    import json
-
-    p = argparse.ArgumentParser(prog="python -m fusedops.ort_bench")
+    """python -m fusedops.benchmark.ort_rows [cpu|cuda] [model ...] [--size small|bench] [--batch N]"""
+    p = argparse.ArgumentParser(prog="python -m fusedops.benchmark.ort_rows")
     p.add_argument("backend", choices=["cpu", "cuda"])
     p.add_argument("models", nargs="*", default=["1", "2", "3", "4"])
     p.add_argument("--size", default="bench", choices=["small", "bench"])

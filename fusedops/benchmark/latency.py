@@ -16,7 +16,7 @@ are fresh uniform random tensors, three sets in rotation.
 Targets (issue 8, judged here, not in tests): host enqueue of one fused op <= 15 us; models 1-3 at batch 1,
 synchronous: fused <= 0.8 x eager and below compile:reduce-overhead; at the reference batch, fused synchronous
 within 1.05 x its CUDA-graph replay; ORT fused / PyTorch fused <= 1.05 at the reference batch.
-Writes ``latency.json`` and ``latency.png`` into ``out_dir``.
+Writes ``latency.json`` and ``latency.png`` into ``out_dir`` (default: a new folder under ``bench/results/``).
 """
 
 from __future__ import annotations
@@ -31,10 +31,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+import onnxruntime as ort
 import torch
+from rich.console import Console
+from rich.table import Table
 
-from .bench import dtype_of, precision_mode, time_cuda_graph
-from .errors import FusedopsError
+from .. import ort as fo
+from ..errors import FusedopsError
+from ..provenance import provenance
+from ..models import get_entry, model_names
+from ..plugins import torch_ops
+from . import ort_rows
+from .chart import plot_latency, save_figure
+from .results import results_dir
+from .timing import dtype_of, precision_mode, time_cuda_graph
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 ENQUEUE_TARGET_US = 15.0
@@ -74,6 +84,7 @@ class LatencyReport:
     rows: list[LatencyRow] = field(default_factory=list)
     targets: list[LatencyTarget] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)  # fusedops.provenance: versions, date, device
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -117,7 +128,6 @@ def _graph_ms(fn, xs, calls: int) -> float | None:
 @contextlib.contextmanager
 def _captured_op_call(store: list):
     """Records the first fused op call a forward makes (function and arguments), to time the op alone."""
-    from fusedops.plugins import torch_ops
 
     originals = {name: getattr(torch_ops, name) for name in ("group_norm_act", "gemm_group_norm_act")}
 
@@ -143,8 +153,6 @@ def _captured_op_call(store: list):
 
 def _ort_runner(sess, x: torch.Tensor, device_id: int):
     """IOBinding on device buffers; the returned callable enqueues one run without synchronising."""
-    import onnxruntime as ort
-
     x_dev = ort.OrtValue.ortvalue_from_numpy(x.cpu().numpy(), "cuda", device_id)
     io = sess.io_binding()
     io.bind_ortvalue_input(sess.get_inputs()[0].name, x_dev)
@@ -159,7 +167,6 @@ def _ort_runner(sess, x: torch.Tensor, device_id: int):
 
 
 def _bench_model(entry, precisions, batches, compile_modes, compile_batches, calls, use_ort, rows, log) -> None:
-    from fusedops import ort_bench
 
     dev = torch.device("cuda")
     ref = entry.build("bench").to(dev)
@@ -170,12 +177,9 @@ def _bench_model(entry, precisions, batches, compile_modes, compile_batches, cal
     sessions = None
     if use_ort:
         try:
-            import onnxruntime as ort
-
-            from fusedops import ort as fo
-
-            if ort_bench.CUDA_EP in ort.get_available_providers() and fo.unavailable_reason(ort_bench.CUDA_EP) is None:
-                sessions = ort_bench.models(entry, "bench")
+        
+            if ort_rows.CUDA_EP in ort.get_available_providers() and fo.unavailable_reason(ort_rows.CUDA_EP) is None:
+                sessions = ort_rows.models(entry, "bench")
         except Exception as e:  # noqa: BLE001 - the ORT rows are optional
             log(f"{entry.key}: no ORT rows ({type(e).__name__}: {e})")
     for p in precisions:
@@ -216,15 +220,11 @@ def _bench_model(entry, precisions, batches, compile_modes, compile_batches, cal
 
 
 def _ort_variants(entry, sessions, p, b, xs, calls, rows, log) -> None:
-    import onnxruntime as ort
-
-    from fusedops import ort as fo
-    from fusedops import ort_bench
 
     unfused, fused = sessions
     tf32 = p == "tf32"
     popts = [{"device_id": "0", "use_tf32": "1" if tf32 else "0"}, {}]
-    providers = [ort_bench.CUDA_EP, ort_bench.CPU_EP]
+    providers = [ort_rows.CUDA_EP, ort_rows.CPU_EP]
     made = {"ort-cuda-unfused": ort.InferenceSession(unfused.SerializeToString(), providers=providers,
                                                      provider_options=popts),
             "ort-cuda-fused": fo.session(fused, providers=providers, allow_tf32=tf32, provider_options=popts)}
@@ -274,9 +274,6 @@ def targets(rows: Sequence[LatencyRow], ref_batches: dict[str, int]) -> list[Lat
 
 
 def print_report(report: LatencyReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     t = Table(title=f"fusedops bench --latency — {report.gpu}, torch {report.torch}, {report.date}")
     for col in ("model", "variant", "prec", "batch", "sync ms", "enqueue us", "b2b ms", "graph ms", "note"):
         t.add_column(col, justify="left" if col in ("model", "variant", "prec", "note") else "right")
@@ -296,50 +293,12 @@ def print_report(report: LatencyReport) -> None:
         c.print(f"[red]error:[/red] {e}")
 
 
-def plot(report: LatencyReport, path: Path) -> Path | None:
-    """Synchronous per-call time of every variant, one panel per (model, batch), bars grouped by precision; the
-    fused variant's target (0.8 x eager at batch 1) drawn as a line."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    panels = list(dict.fromkeys((r.model, r.batch) for r in report.rows))
-    if not panels:
-        return None
-    fig, axes = plt.subplots(len(panels), 1, figsize=(13, 3.0 * len(panels)), squeeze=False)
-    colors = {"fp32": "#4c72b0", "tf32": "#dd8452", "bf16": "#55a868"}
-    for ax, (model, batch) in zip(axes[:, 0], panels):
-        rs = [r for r in report.rows if (r.model, r.batch) == (model, batch)]
-        ax.bar(range(len(rs)), [r.sync_ms for r in rs], color=[colors.get(r.precision, "#888") for r in rs])
-        ax.set_xticks(range(len(rs)), [f"{r.variant}\n{r.precision}" for r in rs], fontsize=6, rotation=30,
-                      ha="right")
-        ax.set_ylabel("sync ms / call")
-        ax.set_title(f"{model}, batch {batch}", fontsize=9)
-        for i, r in enumerate(rs):
-            ax.text(i, r.sync_ms, f"{r.sync_ms:.3f}", ha="center", va="bottom", fontsize=5)
-            if batch == 1 and r.variant == "eager":
-                ax.hlines(BATCH1_VS_EAGER_TARGET * r.sync_ms, -0.5, len(rs) - 0.5, colors=colors.get(r.precision),
-                          linestyles="dashed", linewidth=0.8)
-        handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-        ax.legend(handles, list(colors), fontsize=6, loc="upper left")
-    fig.suptitle(f"synchronous per-call time ({report.gpu}, {report.date}); dashed: 0.8 x eager at batch 1")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def run_latency(models: Sequence[str] | None = None, precisions: Sequence[str] = ("fp32", "tf32", "bf16"),
                 batches: Sequence[str] = ("1", "16", "ref"), compile_modes: Sequence[str] = COMPILE_MODES,
                 compile_batches: Sequence[str] | None = None, calls: int = 200, use_ort: bool = True,
-                out_dir: str | Path = "artifacts/bench", quiet: bool = False) -> LatencyReport:
+                out_dir: str | Path | None = None, quiet: bool = False) -> LatencyReport:
     if not torch.cuda.is_available():
         raise FusedopsError("fusedops bench --latency needs a CUDA GPU (torch.cuda.is_available() is False here)")
-    from fusedops.models import get_entry, model_names
-    from fusedops.plugins import torch_ops
 
     ok, why = torch_ops.cuda_kernels_available()
     if not ok:
@@ -360,7 +319,8 @@ def run_latency(models: Sequence[str] | None = None, precisions: Sequence[str] =
             raise FusedopsError(str(e)) from None
     log = (lambda s: None) if quiet else (lambda s: print(f"[latency] {s}", flush=True))
     report = LatencyReport(date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                           gpu=torch.cuda.get_device_name(), torch=torch.__version__, calls=calls)
+                           gpu=torch.cuda.get_device_name(), torch=torch.__version__, calls=calls,
+                           provenance=provenance(torch.cuda.get_device_name()))
     cb = list(batches) if compile_batches is None else list(compile_batches)
     for entry in entries:
         try:
@@ -370,10 +330,10 @@ def run_latency(models: Sequence[str] | None = None, precisions: Sequence[str] =
             log(f"{entry.key} failed: {e}")
             torch.cuda.empty_cache()
     report.targets = targets(report.rows, {e.key: e.bench.input_shape[0] for e in entries})
-    out = Path(out_dir)
+    out = Path(results_dir("latency") if out_dir is None else out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "latency.json").write_text(json.dumps(asdict(report), indent=1))
-    plot(report, out / "latency.png")
+    save_figure(plot_latency(report, BATCH1_VS_EAGER_TARGET), out / "latency.png")
     if not quiet:
         print_report(report)
         print(f"wrote {out / 'latency.json'} and {out / 'latency.png'}")

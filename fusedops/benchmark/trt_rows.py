@@ -3,7 +3,7 @@
     trt_rows(entry, size="bench", repeats=20, warmup=5) -> list[dict]   [] when TensorRT cannot run here
     unavailable_reason() -> str | None                                   why not (None when it can)
 
-Rows have the keys of ``ort_bench.ort_rows``: {"model", "backend": "trt", "precision", "batch", "median_ms",
+Rows have the keys of ``ort_rows.ort_rows``: {"model", "backend": "trt", "precision", "batch", "median_ms",
 "min_ms", "max_ms", "runs"}. Engines come from ``trt_build`` through its engine cache (built once per model, size,
 precision, GPU and plugin library). Only ``execute_async_v3`` is timed, with CUDA events on the engine's stream;
 inputs are bound beforehand and rotated between runs (outside the timed region) so no run reads a warm L2 copy of
@@ -17,7 +17,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import FusedopsError
+import onnx
+import torch
+from onnx import helper
+
+from ..catalog import DOMAIN
+from ..errors import FusedopsError
+from ..workflows import verify
+from ..workflows.verify import engine_cache_dir, trt_execute_times_ms
+from .ort_rows import _entry, models
 
 PRECISIONS = ("tf32", "fp32")
 ROTATION_BUDGET_BYTES = 1 << 30  # device memory the rotating input copies may take together
@@ -25,9 +33,7 @@ ROTATION_BUDGET_BYTES = 1 << 30  # device memory the rotating input copies may t
 
 def unavailable_reason() -> str | None:
     """None when TensorRT, pycuda, a CUDA device and the plugin library are all here; else the first reason."""
-    from .verify import _trt_available
-
-    return _trt_available()
+    return verify._trt_available()  # through the module: tests replace it
 
 
 def rotation_count(input_bytes: int, budget_bytes: int = ROTATION_BUDGET_BYTES, most: int = 4) -> int:
@@ -40,9 +46,6 @@ def rotation_count(input_bytes: int, budget_bytes: int = ROTATION_BUDGET_BYTES, 
 def with_allow_tf32(model, value: int):
     """A copy of a fused ModelProto with every fusedops GEMM node's allow_tf32 set to ``value`` (the plugin follows
     its field, not TensorRT's TF32 flag, so a strict fp32 engine needs 0 here)."""
-    from onnx import helper
-
-    from .catalog import DOMAIN
 
     out = type(model)()
     out.CopyFrom(model)
@@ -71,12 +74,7 @@ def trt_rows(entry: Any, size: str = "bench", repeats: int = 20, warmup: int = 5
     ``unavailable_reason()`` says TensorRT cannot run here."""
     if unavailable_reason() is not None:
         return []
-    import onnx
-    import torch
-
-    from .ort_bench import _entry, models
-    from .trt_build import builder, runtime
-    from .verify import engine_cache_dir, trt_execute_times_ms
+    from ..trt_build import builder, runtime  # lazy: imports TensorRT
 
     entry = _entry(entry)
     _, fused = models(entry, size)

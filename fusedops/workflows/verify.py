@@ -6,16 +6,26 @@ latency. Each one says whether it can run here and, if not, why (shown in the de
 
 from __future__ import annotations
 
+import copy
+import os
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import onnxruntime as ort
 import torch
 
-from .errors import FusedopsError, UsageError
+from .. import ort as fo_ort
+from .. import safe_output
+from ..errors import FusedopsError, UsageError
+from ..exporter_api import export
+from ..models import get_entry
+from ..plugins import native
+from .names import BACKEND_NAMES
 
 # Pass/fail tolerances against eager PyTorch (float32 inputs), per backend precision.
 TOLERANCES = {
@@ -75,7 +85,6 @@ class Backend:
 
 
 def _copy_to(model: torch.nn.Module, device: str) -> torch.nn.Module:
-    import copy
     return copy.deepcopy(model).to(device)
 
 
@@ -97,15 +106,10 @@ def _ort_feed(sess, inputs):
 
 
 def _ort_functions_available():
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError as e:
-        return f"onnxruntime not importable ({e})"
-    return None
+    return None  # onnxruntime is a dependency
 
 
 def _ort_functions_run(ctx: RunContext):
-    import onnxruntime as ort
     sess = ort.InferenceSession(str(ctx.onnx_path), providers=["CPUExecutionProvider"])
     feed = _ort_feed(sess, ctx.inputs)
     out = sess.run(None, feed)
@@ -114,17 +118,9 @@ def _ort_functions_run(ctx: RunContext):
 
 def _ort_library_available(provider: str):
     def check():
-        try:
-            from . import ort as fo_ort
-        except ImportError as e:
-            return f"fusedops.ort unavailable ({e})"
         reason = fo_ort.unavailable_reason(provider) if hasattr(fo_ort, "unavailable_reason") else None
         if reason:
             return reason
-        try:
-            import onnxruntime as ort
-        except ImportError as e:
-            return f"onnxruntime not importable ({e})"
         if provider not in ort.get_available_providers():
             return f"{provider} not in this onnxruntime build"
         try:
@@ -137,7 +133,6 @@ def _ort_library_available(provider: str):
 
 def _ort_library_run(provider: str):
     def run(ctx: RunContext):
-        from . import ort as fo_ort
         if provider == "CPUExecutionProvider":
             sess = fo_ort.session(str(ctx.onnx_path), providers=[provider])
             feed = _ort_feed(sess, ctx.inputs)
@@ -145,7 +140,6 @@ def _ort_library_run(provider: str):
             return out, _median_ms(lambda: sess.run(None, feed), ctx.repeats)
         # CUDA EP: inputs and outputs bound to device buffers (IOBinding), so the timed runs copy nothing between
         # host and device, like the torch-cuda row; each run returns when its results are ready.
-        import onnxruntime as ort
         sess = fo_ort.session(str(ctx.onnx_path), providers=[provider, "CPUExecutionProvider"])
         io = sess.io_binding()
         keep = []
@@ -166,10 +160,6 @@ def _ort_library_run(provider: str):
 def _torch_cuda_available():
     if not torch.cuda.is_available():
         return "no CUDA device"
-    try:
-        from .plugins import native
-    except ImportError as e:
-        return f"native loader unavailable ({e})"
     if native.library_path("fusedops") is None:
         return "fusedops CUDA library not built (run `fusedops build-native`)"
     return None
@@ -213,7 +203,7 @@ def _trt_available():
     if not torch.cuda.is_available():
         return "no CUDA device"
     try:
-        from .trt_build import builder
+        from ..trt_build import builder
     except Exception as e:
         return f"trt_build not importable ({type(e).__name__}: {e})"
     if builder.default_plugin_library() is None:
@@ -224,7 +214,6 @@ def _trt_available():
 
 def engine_cache_dir() -> Path:
     """Where verify and the bench keep built engines: $FUSEDOPS_ENGINE_CACHE, else ~/.cache/fusedops/engines."""
-    import os
     return Path(os.environ.get("FUSEDOPS_ENGINE_CACHE", Path.home() / ".cache" / "fusedops" / "engines"))
 
 
@@ -254,7 +243,7 @@ def trt_execute_times_ms(eng, repeats: int, warmup: int = 3, before_each: Callab
 
 
 def _trt_run(ctx: RunContext):
-    from .trt_build import builder, runtime
+    from ..trt_build import builder, runtime
     engine_path = ctx.onnx_path.with_suffix(".plan")
     engine_path.unlink(missing_ok=True)  # a fresh path: the engine cache supplies a built engine for the same key
     batch = ctx.inputs[0].shape[0]
@@ -284,26 +273,29 @@ BACKENDS: dict[str, Backend] = {
                 timed="device buffers, GPU time of execute (CUDA events)"),
     ]
 }
+assert tuple(BACKENDS) == BACKEND_NAMES, "workflows/names.py lists the backends the CLI offers: keep it in step"
 
 
-def compare(model: str, backend: Backend, outputs, reference: torch.Tensor, median_ms: float) -> BackendResult:
+def compare(model: str, backend: Backend, outputs, reference: torch.Tensor, median_ms: float,
+            tolerance: dict | None = None) -> BackendResult:
     got = np.asarray(outputs[0], dtype=np.float64)
     want = reference.detach().double().numpy()
     if got.shape != want.shape:
         return BackendResult(model, backend.name, False, None, median_ms,
                              f"shape {got.shape} != eager {want.shape}")
     err = float(np.max(np.abs(got - want))) if got.size else 0.0
-    tol = TOLERANCES[backend.precision]
+    tol = tolerance or TOLERANCES[backend.precision]
     ok = bool(np.allclose(got, want, **tol)) and not np.isnan(got).any()
     return BackendResult(model, backend.name, ok, err, median_ms, backend.precision)
 
 
-def run_backend(ctx: RunContext, backend: Backend) -> BackendResult:
+def run_backend(ctx: RunContext, backend: Backend, tolerance: dict | None = None) -> BackendResult:
+    """``tolerance``: {"atol", "rtol"} instead of the backend precision's (TOLERANCES)."""
     reason = backend.available()
     if reason:
         return BackendResult(ctx.entry.key, backend.name, None, note=f"skipped: {reason}")
     outputs, ms = backend.run(ctx)
-    r = compare(ctx.entry.key, backend, outputs, ctx.reference(backend.device), ms)
+    r = compare(ctx.entry.key, backend, outputs, ctx.reference(backend.device), ms, tolerance)
     r.note = f"{r.note}; timed: {backend.timed}" if r.note else f"timed: {backend.timed}"
     return r
 
@@ -324,17 +316,27 @@ def _check_arguments(model, backend, size, batch, seed, force) -> None:
         raise UsageError(f"model must be a model key or number, got {type(model).__name__}")
 
 
+def _tolerance(backend: str, atol, rtol) -> dict | None:
+    if atol is None and rtol is None:
+        return None
+    tol = dict(TOLERANCES[BACKENDS[backend].precision])
+    for name, v in (("atol", atol), ("rtol", rtol)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            raise UsageError(f"{name} must be a non-negative number, got {v!r}")
+        tol[name] = float(v)
+    return tol
+
+
 def verify(model: str, backend: str = "ort-cpu", size: str = "small", workdir: str | None = None,
-           batch: int | None = None, seed: int = 0, force: bool = False) -> BackendResult:
+           batch: int | None = None, seed: int = 0, force: bool = False, atol: float | None = None,
+           rtol: float | None = None) -> BackendResult:
     """Export + fuse a reference model, run it on one backend, compare with eager PyTorch. ``workdir`` keeps the
-    fused ONNX file (an earlier one there is replaced only with ``force=True``); default: a temporary folder."""
-    import tempfile
-
-    from . import safe_output
-    from .exporter_api import export
-    from .models import get_entry
-
+    fused ONNX file (an earlier one there is replaced only with ``force=True``); default: a temporary folder.
+    ``atol`` / ``rtol`` replace the backend precision's tolerance (TOLERANCES)."""
     _check_arguments(model, backend, size, batch, seed, force)
+    tolerance = _tolerance(backend, atol, rtol)
     try:
         entry = get_entry(model)
     except ValueError as e:
@@ -352,4 +354,4 @@ def verify(model: str, backend: str = "ort-cpu", size: str = "small", workdir: s
         gen = torch.Generator().manual_seed(seed + 1)
         inputs = entry.inputs(size, batch=batch, generator=gen)
         ctx = RunContext(entry, size, ref_model, onnx_path, None, inputs)
-        return run_backend(ctx, b)
+        return run_backend(ctx, b, tolerance)

@@ -12,8 +12,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import safe_output
-from .errors import FusedopsError
+from .. import safe_output
+from ..errors import FusedopsError
+from ..models import REGISTRY, get_entry
+from ..pipeline import export_unfused_and_fused
 from .verify import BACKENDS, TOLERANCES, BackendResult, RunContext, run_backend
 
 
@@ -25,8 +27,6 @@ def _default_size() -> str:
 def run_demo(models: list[str] | None = None, backends: list[str] | None = None, size: str | None = None,
              out_dir: str | None = None, repeats: int = 10, seed: int = 0, console: Console | None = None,
              force: bool = False) -> list[BackendResult]:
-    from .pipeline import export_unfused_and_fused
-    from .models import REGISTRY, get_entry
 
     # Not a terminal (CI logs, pipes): a fixed wide table rather than 80 folded columns.
     console = console or Console(width=None if Console().is_terminal else 150)

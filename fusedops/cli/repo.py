@@ -1,0 +1,42 @@
+"""``fusedops repo``: a Triton model repository (onnxruntime or tensorrt_plan) for an existing tritonserver."""
+
+from __future__ import annotations
+
+NAME = "repo"
+HELP = "write a Triton model repository (onnxruntime or tensorrt_plan) for tritonserver"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("source", help="fused .onnx file (onnxruntime backend) or TensorRT engine .plan (tensorrt_plan)")
+    p.add_argument("--out-dir", "--out", dest="out", required=True,
+                   help="model repository folder (created; an existing model is kept unless --force; --out is the "
+                        "earlier spelling)")
+    p.add_argument("--model-name", default="fusedops", help="the model's name in the repository")
+    p.add_argument("--onnx", default=None,
+                   help="for an engine: the fused ONNX it was built from (tensor names, types and shapes)")
+    p.add_argument("--max-batch-size", type=int, default=64, help="max_batch_size of the config")
+    p.add_argument("--max-queue-delay-us", type=int, default=100,
+                   help="dynamic batcher delay (microseconds)")
+    p.add_argument("--instances", type=int, default=1, help="model instances (instance_group count)")
+    p.add_argument("--kind", choices=["auto", "gpu", "cpu"], default="auto",
+                   help="instance kind (auto: KIND_GPU for engines, KIND_CPU for ONNX unless the ORT library "
+                        "was built with CUDA)")
+    p.add_argument("--server-path", default=None,
+                   help="where tritonserver will see the repository folder (e.g. /models in a container); "
+                        "default: the folder's absolute path here. Library paths in the configs use it")
+    p.add_argument("--force", action="store_true", help="replace an existing model of the same name")
+
+
+def run(a) -> int:
+    from ..serve.repository import RepoOptions, write_repository  # lazy: onnx, tritonclient
+
+    result = write_repository(RepoOptions(source=a.source, out=a.out, model_name=a.model_name, onnx=a.onnx,
+                                          max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
+                                          instances=a.instances, kind=a.kind, server_path=a.server_path,
+                                          force=a.force))
+    print(f"wrote {result.config_path}")
+    for note in result.notes:
+        print(f"note: {note}")
+    print("serve it with:")
+    print(f"  {result.command}")
+    return 0
