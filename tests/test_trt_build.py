@@ -55,7 +55,7 @@ def test_precision_flags_trt11_strongly_typed():
 
 def test_precision_flag_names_exist_in_the_headers():
     """The flag names used for TensorRT 11 exist in the TensorRT 11 BuilderFlag enum (headers, when present)."""
-    from fusedops.trt_build.harness import tensorrt_include_dir
+    from trt_harness.driver import tensorrt_include_dir
 
     inc = tensorrt_include_dir()
     if inc is None:

@@ -262,7 +262,7 @@ def default_plugin_library() -> Path | None:
     env = os.environ.get("FUSEDOPS_TRT_PLUGIN")
     if env:
         return Path(env)
-    from fusedops.trt_build.harness import native_build_dir
+    from fusedops.plugins.native import build_dir as native_build_dir
 
     p = native_build_dir() / "lib" / PLUGIN_LIBRARY_NAME
     return p if p.is_file() else None
