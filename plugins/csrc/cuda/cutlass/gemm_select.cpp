@@ -13,7 +13,7 @@ namespace cutlass_gemm {
 
 namespace {
 // THE switch for production plans: false until a GPU run verifies the CUTLASS kernels (correctness against float64,
-// compute-sanitizer, timings: tools/device_cutlass.sh). Until then the rule's choice of CUTLASS is applied only when
+// compute-sanitizer, timings: tools/gpu/device_cutlass.sh). Until then the rule's choice of CUTLASS is applied only when
 // the plan options force it (gemm_kernel = 2, or fp32_gemm = 2 for 3xTF32); automatic plans keep cuBLASLt + the
 // GroupNorm epilogue, whose results and timings are measured.
 constexpr bool kCutlassAutomatic = false;

@@ -2,7 +2,7 @@
 # The CUTLASS GemmGroupNormAct kernel on a GPU machine (sm_90: H100/H200) in one call: build, tests, memcheck,
 # timing and 3xTF32 accuracy tables. Logs and JSON go to $OUT; a compact summary goes to stdout.
 #
-#   OUT=<dir> tools/device_cutlass.sh [build] [tests] [sanitize] [bench] [accuracy] [models]
+#   OUT=<dir> tools/gpu/device_cutlass.sh [build] [tests] [sanitize] [bench] [accuracy] [models]
 #   (default: build tests sanitize bench accuracy, ~7 min; two calls keep each under the 10-minute limit:
 #   `build tests sanitize`, then `bench accuracy`. `models` adds tests/gpu/test_models_gpu.py, which needs the
 #   PyTorch ops library and so a longer build)
@@ -11,7 +11,7 @@
 # 6.4 MB; the machine has no network) or third_party/cutlass (its unpacked headers, 27 MB). Builds for sm_90 only
 # into build/cutlass_device (FUSEDOPS_BUILD_DIR), so other builds on the machine are left alone.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/cutlass}
 mkdir -p "$out"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the fusedops GPU tests and benchmark on a CUDA machine and collect the results.
 #
-#   OUT=<dir> tools/device_bench.sh [--tests] [--no-bench] [-- <python -m fusedops.bench flags>]
+#   OUT=<dir> tools/gpu/device_bench.sh [--tests] [--no-bench] [-- <python -m fusedops.bench flags>]
 #
 # Installs the package editable (no dependencies, no network), builds the native C ABI library with CUDA into
 # build/native (only the `fusedops` target, sm_90 unless FUSEDOPS_CUDA_ARCHS says otherwise), optionally runs
@@ -9,7 +9,7 @@
 # TESTS_TIMEOUT / BENCH_TIMEOUT (seconds) bound the two steps; GPU_TESTS picks the test files.
 # Needs Eigen headers in third_party/eigen3 (scripts/get_native_deps.sh) or EIGEN_INCLUDE_DIR.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/device}
 mkdir -p "$out"
