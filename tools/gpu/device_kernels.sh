@@ -38,7 +38,7 @@ if has smoke; then
   $py tools/kernel_bench.py smoke 2>&1 | tee "$out/smoke.log" || rc=1
 fi
 if has tests; then
-  timeout 300 $py -m pytest tests/gpu/test_kernels_gpu.py -q -rs -x -p no:cacheprovider -s ${PYTEST_K:+-k "$PYTEST_K"} \
+  timeout 300 $py -m pytest tests/gpu/test_kernels_gpu.py tests/gpu/test_gemm_kernels_gpu.py -q -rs -x -p no:cacheprovider -s ${PYTEST_K:+-k "$PYTEST_K"} \
     2>&1 | tee "$out/tests.log" | grep -E "\[16-bit|passed|failed|error|FAILED|Error|assert" | tail -80
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
