@@ -62,7 +62,7 @@ echo "native build: $((SECONDS - t0)) s"
 rc=0
 if [[ $run_tests == 1 ]]; then
   to=(); $py -c "import pytest_timeout" 2>/dev/null && to=(--timeout=300)  # a hung kernel fails its test only
-  timeout "${TESTS_TIMEOUT:-1800}" $py -m pytest ${GPU_TESTS:-tests/gpu/test_models_gpu.py} -q -rs -p no:cacheprovider -s "${to[@]}" 2>&1 | tee "$out/gpu_tests.log" | grep -E "max err|passed|failed|error|FAILED|Error" | tail -60
+  timeout "${TESTS_TIMEOUT:-1800}" $py -m pytest ${GPU_TESTS:-tests/gpu/test_models_gpu.py tests/gpu/test_fused_ops_gpu.py} -q -rs -p no:cacheprovider -s "${to[@]}" 2>&1 | tee "$out/gpu_tests.log" | grep -E "max err|passed|failed|error|FAILED|Error" | tail -60
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $run_bench == 1 ]]; then

@@ -4,7 +4,7 @@
 #
 #   OUT=<dir> tools/gpu/device_cutlass.sh [build] [tests] [sanitize] [bench] [accuracy] [models]
 #   (default: build tests sanitize bench accuracy, ~7 min; two calls keep each under the 10-minute limit:
-#   `build tests sanitize`, then `bench accuracy`. `models` adds tests/gpu/test_models_gpu.py, which needs the
+#   `build tests sanitize`, then `bench accuracy`. `models` adds tests/gpu/test_models_gpu.py + test_fused_ops_gpu.py, which needs the
 #   PyTorch ops library and so a longer build)
 #
 # Carry third_party/eigen3 and third_party/wheels (the nvidia-cutlass wheel that scripts/get_cutlass.sh downloads,
@@ -88,7 +88,7 @@ if has accuracy; then
 fi
 if has models; then
   t0=$SECONDS
-  timeout 300 $py -m pytest tests/gpu/test_models_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$out/models.log" \
+  timeout 300 $py -m pytest tests/gpu/test_models_gpu.py tests/gpu/test_fused_ops_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$out/models.log" \
     | tail -5
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
   echo "models: $((SECONDS - t0)) s"
