@@ -1,4 +1,4 @@
-"""The serving sweep that tools/device_serve.sh runs on the GPU, run short on the CPU so the device run cannot fail
+"""The serving sweep that tools/gpu/device_serve.sh runs on the GPU, run short on the CPU so the device run cannot fail
 on a bug CI could have found: both servers (fused on ORT CPU + library, eager PyTorch through PyTriton), the load
 test against each, the in-process ModelNew latency, the target evaluation, JSON and PNG."""
 

@@ -16,7 +16,7 @@ import torch
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
-from fusedops.trt_build import harness as H
+from trt_harness import driver as H
 
 
 @pytest.fixture(scope="module")

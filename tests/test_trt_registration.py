@@ -1,5 +1,5 @@
 """libfusedops_trt registers its creators when merely dlopen'ed (Triton's TensorRT backend, LD_PRELOAD), against a
-stand-in libnvinfer.so.<major> that holds only a plugin registry (plugins/trt/harness/stub_nvinfer.cpp), and still
+stand-in libnvinfer.so.<major> that holds only a plugin registry (tests/trt_harness/stub_nvinfer.cpp), and still
 works with IPluginRegistry::loadLibrary (getCreators hands the load-time registration back).
 
 Needs the TensorRT headers and the CUDA runtime headers (like tests/test_trt_harness.py); skips with the reason.
@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from fusedops.errors import FusedopsError
-from fusedops.trt_build import harness as H
+from trt_harness import driver as H
 
 CREATORS = ["fusedops::GroupNormAct/1", "fusedops::GemmGroupNormAct/1"]
 

@@ -6,7 +6,7 @@
 //        -isystem third_party/cutlass/include tools/cutlass_layout_check.cu -o cutlass_layout_check
 // Also checks, per configuration, that the kernel fits the 227 KiB of shared memory an sm_90 block may use and that
 // CUTLASS's can_implement accepts the shapes the planner gives it (reference and odd ones).
-// (tools/device_cutlass.sh runs it; exit 0 when every configuration passes.)
+// (tools/gpu/device_cutlass.sh runs it; exit 0 when every configuration passes.)
 #include <cstdio>
 
 #include "cuda/cutlass/fused_kernel.cuh"

@@ -6,7 +6,7 @@
 # (GroupNormAct, GemmGroupNormAct in strict FP32) and the ORT library (CPU EP, and the CUDA EP where onnxruntime-gpu
 # is installed) against float64, with nothing built on first use.
 #
-#   OUT=<dir> tools/device_wheel.sh      (~4 min: the CUDA build for sm_90 is most of it; FUSEDOPS_CUDA_ARCHS=90)
+#   OUT=<dir> tools/gpu/device_wheel.sh      (~4 min: the CUDA build for sm_90 is most of it; FUSEDOPS_CUDA_ARCHS=90)
 #
 # Carry third_party/eigen3 and third_party/onnxruntime (scripts/get_native_deps.sh), and, where the machine's Python
 # lacks scikit-build-core (it has no network), its wheels (< 0.5 MB), fetched here first with

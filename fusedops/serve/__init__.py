@@ -6,7 +6,7 @@
     loadtest.py    `fusedops loadtest`: a bounded async KServe v2 client, every response checked
     report.py      the load report's JSON and PNG
     process.py     a server in a subprocess on free loopback ports (tests, the GPU sweep)
-    sweep.py       the GPU sweep of the issue's targets (tools/device_serve.sh)
+    sweep.py       the GPU sweep of the issue's targets (tools/gpu/device_serve.sh)
 
 Nothing here is imported by ``import fusedops``; PyTriton and tritonclient come with the ``serve`` extra.
 """

@@ -1,4 +1,4 @@
-"""The issue's serving sweep, in one run (tools/device_serve.sh on the GPU machine; a short version runs in CI):
+"""The issue's serving sweep, in one run (tools/gpu/device_serve.sh on the GPU machine; a short version runs in CI):
 
 1. the fused model (fused ONNX on the best backend present, or a reference model key) behind `fusedops serve`,
    loaded over loopback gRPC at batch 1 with concurrency 1, 8, 64 (dynamic batching on);

@@ -12,6 +12,9 @@
 // X ∈ {float, float16, bfloat16}, parameters (W is X's type; B, gamma, beta, extras) of X's type or float.
 // The extras extra_0.. are one homogeneous variadic input (min arity 0): a node has exactly the extras its chains
 // reference, as the catalog's ONNX function has, and no dummy optional slots.
+//
+// Sources: ort_kernel.h (shared types), node_info.cc (attributes, static shapes), this file (the ops, kernel
+// creation, run, registration).
 #include <atomic>
 #include <cstddef>
 #include <cmath>
@@ -26,6 +29,7 @@
 #include "core/cpu_util.h"  // the core's scheduler hook (internal C++, linked statically)
 #include "fusedops/fusedops.h"
 #include "onnxruntime_c_api.h"
+#include "ort_kernel.h"
 
 #if defined(_WIN32)
 #define FUSEDOPS_ORT_EXPORT __declspec(dllexport)
@@ -33,214 +37,9 @@
 #define FUSEDOPS_ORT_EXPORT __attribute__((visibility("default")))
 #endif
 
+
+namespace fusedops_ort {
 namespace {
-
-constexpr uint32_t kOrtApiVersion = 21;
-constexpr const char* kDomain = "fusedops";
-constexpr const char* kCpuEP = "CPUExecutionProvider";
-constexpr const char* kCudaEP = "CUDAExecutionProvider";
-constexpr const char* kConfigAllowTf32 = "fusedops.allow_tf32";
-
-std::atomic<int64_t> g_cpu_calls{0};
-std::atomic<int64_t> g_cuda_calls{0};
-
-enum class OpKind { kGroupNormAct, kGemmGroupNormAct };
-
-struct OpConfig {
-  OpKind kind;
-  ONNXTensorElementDataType x_type;
-  ONNXTensorElementDataType param_type;
-  bool cuda;
-  int allow_tf32_override;  // -1: use the node attribute; 0/1: session config fusedops.allow_tf32
-};
-
-int32_t to_fusedops_dtype(ONNXTensorElementDataType t) {
-  switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return FUSEDOPS_F16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return FUSEDOPS_BF16;
-    default: return FUSEDOPS_F32;
-  }
-}
-
-const char* op_name(OpKind k) { return k == OpKind::kGroupNormAct ? "GroupNormAct" : "GemmGroupNormAct"; }
-
-#define FUSEDOPS_ORT_CHECK(expr)    \
-  do {                              \
-    OrtStatus* _st = (expr);        \
-    if (_st) return _st;            \
-  } while (0)
-
-// One node's plan for one set of input shapes (and, on the CUDA EP, one device).
-struct PlanEntry {
-  fusedops_plan* plan = nullptr;
-  std::vector<int64_t> out_shape;
-  size_t workspace = 0;
-  ~PlanEntry() { fusedops_plan_destroy(plan); }
-};
-
-// Kernel: attributes parsed once (at session creation) into the op descriptor template; a plan per input shape,
-// made on the first run with that shape and kept (concurrent Run()s share the kernel, hence the mutex).
-struct Kernel {
-  const OrtApi* api;
-  OpConfig cfg;
-  std::string node;  // node name, for error messages
-  fusedops_op_desc tmpl{};
-  int32_t num_extras = 0;
-  size_t num_fixed_inputs = 0;
-  std::mutex mu;
-  std::map<std::vector<int64_t>, std::shared_ptr<PlanEntry>> plans;
-
-  std::string where() const { return std::string("fusedops ") + op_name(cfg.kind) + " node '" + node + "': "; }
-  OrtStatus* error(const std::string& what) const {
-    return api->CreateStatus(ORT_INVALID_ARGUMENT, (where() + what).c_str());
-  }
-  // A library message starts with the op's name, which where() already gives.
-  OrtStatus* library_error(int rc, const char* msg) const {
-    const std::string prefix = std::string(op_name(cfg.kind)) + ": ";
-    if (std::strncmp(msg, prefix.c_str(), prefix.size()) == 0) msg += prefix.size();
-    const OrtErrorCode code = rc == FUSEDOPS_ERR_INVALID_ARGUMENT ? ORT_INVALID_ARGUMENT
-                              : rc == FUSEDOPS_ERR_UNSUPPORTED    ? ORT_NOT_IMPLEMENTED
-                                                                  : ORT_FAIL;
-    return api->CreateStatus(code, (where() + msg).c_str());
-  }
-};
-
-// ---- attribute helpers ----
-// A missing attribute keeps the caller's default (ORT does not pass function-level defaults to kernels); one that is
-// present with another type is an error, never a silent default.
-bool ok(const OrtApi* api, OrtStatus* st) {
-  if (!st) return true;
-  api->ReleaseStatus(st);
-  return false;
-}
-
-// ORT's typed getters fail with the same code for "absent" and "other type"; probing the other getters tells them
-// apart without depending on message text. The array getters do not check the type (any present attribute reads
-// as a list, empty unless it is one), so they serve as the presence test for the remaining types. Returns the
-// attribute's type for the message, or nullptr when it is absent.
-const char* present_type(const OrtApi* api, const OrtKernelInfo* info, const char* name, const std::string& failure) {
-  int64_t i = 0;
-  float f = 0.f;
-  size_t n = 0;
-  if (ok(api, api->KernelInfoGetAttribute_int64(info, name, &i))) return "INT";
-  if (ok(api, api->KernelInfoGetAttribute_float(info, name, &f))) return "FLOAT";
-  if (ok(api, api->KernelInfoGetAttribute_string(info, name, nullptr, &n))) return "STRING";
-  n = 0;
-  if (ok(api, api->KernelInfoGetAttributeArray_float(info, name, nullptr, &n)) && n > 0) return "FLOATS";
-  n = 0;
-  const bool present = ok(api, api->KernelInfoGetAttributeArray_int64(info, name, nullptr, &n));
-  if (present && n > 0) return "INTS";
-  if (present || failure.find("type don't match") != std::string::npos) return "a list or another non-scalar type";
-  return nullptr;
-}
-
-// Reads `name` into *out when present with `type` (*present = true); absent leaves *out (*present = false).
-template <typename Get>
-OrtStatus* read_attr(const Kernel& k, const OrtKernelInfo* info, const char* name, const char* type, bool* present,
-                     Get get) {
-  *present = false;
-  OrtStatus* st = get();
-  if (!st) {
-    *present = true;
-    return nullptr;
-  }
-  const std::string failure = k.api->GetErrorMessage(st);
-  k.api->ReleaseStatus(st);
-  if (const char* actual = present_type(k.api, info, name, failure))
-    return k.error(std::string("attribute '") + name + "' must be " + type + ", got " + actual);
-  return nullptr;
-}
-// One reader per ONNX attribute type, overloaded on the output (the op spec's attribute tables pick by type).
-OrtStatus* attr_value(const Kernel& k, const OrtKernelInfo* info, const char* name, int64_t* out, bool* present) {
-  bool p = false;
-  int64_t v = 0;
-  OrtStatus* st =
-      read_attr(k, info, name, "INT", &p, [&] { return k.api->KernelInfoGetAttribute_int64(info, name, &v); });
-  if (p) *out = v;
-  *present = p;
-  return st;
-}
-OrtStatus* attr_value(const Kernel& k, const OrtKernelInfo* info, const char* name, float* out, bool* present) {
-  bool p = false;
-  float v = 0.f;
-  OrtStatus* st =
-      read_attr(k, info, name, "FLOAT", &p, [&] { return k.api->KernelInfoGetAttribute_float(info, name, &v); });
-  if (p) *out = v;
-  *present = p;
-  return st;
-}
-OrtStatus* attr_value(const Kernel& k, const OrtKernelInfo* info, const char* name, std::string* out,
-                      bool* present) {
-  bool p = false;
-  size_t size = 0;
-  OrtStatus* st = read_attr(k, info, name, "STRING", &p,
-                            [&] { return k.api->KernelInfoGetAttribute_string(info, name, nullptr, &size); });
-  *present = p;
-  if (st || !p) return st;
-  std::string s(size, '\0');
-  FUSEDOPS_ORT_CHECK(k.api->KernelInfoGetAttribute_string(info, name, &s[0], &size));
-  s.resize(size > 0 ? size - 1 : 0);  // size counts the terminating NUL
-  // The library reads attributes as C strings: an embedded NUL would silently cut the text there.
-  const size_t nul = s.find('\0');
-  if (nul != std::string::npos)
-    return k.error(std::string("attribute '") + name + "' contains a NUL byte (0x00) at offset " +
-                   std::to_string(nul) + "; attribute text must not");
-  *out = s;
-  return nullptr;
-}
-
-// A node's attributes as the op spec lists them (fusedops_spec.h): a member of the attribute's ONNX type holding
-// its default, and whether the node gave it. ORT's C API cannot list a node's attributes, so the spec's list of the
-// op is what is read (an unknown attribute is caught where fusedops loads the model, exporter/validate.py).
-using AttrINT = int64_t;
-using AttrFLOAT = float;
-using AttrSTRING = std::string;
-struct NodeAttributes {
-#define FUSEDOPS_ORT_MEMBER(NAME, TYPE, ROLE, REQUIRED, FIXED, DEFAULT) \
-  Attr##TYPE NAME{DEFAULT};                                              \
-  bool has_##NAME = false;
-  FUSEDOPS_ATTRIBUTES(FUSEDOPS_ORT_MEMBER)
-#undef FUSEDOPS_ORT_MEMBER
-};
-
-std::string text_of(const std::string& v) { return v; }
-std::string text_of(int64_t v) { return std::to_string(v); }
-std::string text_of(float v) { return std::to_string(v); }
-
-// Reads the op's attributes in spec order; a required one that is absent, or a fixed one (plugin_namespace,
-// plugin_version) with another value, fails where it is read.
-OrtStatus* read_attributes(const Kernel& k, const OrtKernelInfo* info, NodeAttributes* a) {
-#define FUSEDOPS_ORT_READ(NAME, TYPE, ROLE, REQUIRED, FIXED, DEFAULT)                                           \
-  FUSEDOPS_ORT_CHECK(attr_value(k, info, #NAME, &a->NAME, &a->has_##NAME));                                    \
-  if (REQUIRED && !a->has_##NAME) return k.error("attribute '" #NAME "' is required");                         \
-  if (FIXED && a->has_##NAME && a->NAME != Attr##TYPE{DEFAULT})                                                \
-    return k.error(std::string("attribute '" #NAME "' must be '") + text_of(Attr##TYPE{DEFAULT}) + "', got '" + \
-                   text_of(a->NAME) + "'");
-  if (k.cfg.kind == OpKind::kGemmGroupNormAct) {
-    FUSEDOPS_GEMM_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_ORT_READ)
-  } else {
-    FUSEDOPS_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_ORT_READ)
-  }
-#undef FUSEDOPS_ORT_READ
-  return nullptr;
-}
-
-std::string node_name(const OrtApi* api, const OrtKernelInfo* info) {
-  size_t size = 0;
-  OrtStatus* st = api->KernelInfo_GetNodeName(info, nullptr, &size);
-  if (st) {
-    api->ReleaseStatus(st);
-    return "?";
-  }
-  std::string s(size, '\0');
-  st = api->KernelInfo_GetNodeName(info, &s[0], &size);
-  if (st) {
-    api->ReleaseStatus(st);
-    return "?";
-  }
-  s.resize(size > 0 ? size - 1 : 0);
-  return s;
-}
 
 OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, const OrtKernelInfo* info,
                                       void** out);
@@ -291,31 +90,6 @@ struct FusedCustomOp {
 };
 static_assert(offsetof(FusedCustomOp, base) == 0, "OrtCustomOp must be the first member");
 
-// ---- shapes: the library's rules (fusedops_describe), at session creation on what the graph knows, and per new
-// input shape at run, where the plan for that shape is made ----
-
-ONNXTensorElementDataType input_type(const OpConfig& c, size_t i) {
-  const size_t data_typed = c.kind == OpKind::kGemmGroupNormAct ? 2 : 1;  // X (and W) carry X's type
-  return i < data_typed ? c.x_type : c.param_type;
-}
-
-// Input i as the graph knows it at session creation. ORT reports an unknown shape as rank 0, so rank 0 counts as
-// unknown here (a real scalar is caught at run).
-fusedops_tensor_desc static_desc(const Kernel& k, const OrtKernelInfo* info, size_t i) {
-  const OrtApi* api = k.api;
-  fusedops_tensor_desc t{};
-  t.dtype = to_fusedops_dtype(input_type(k.cfg, i));
-  t.rank = -1;
-  OrtTypeInfo* ti = nullptr;
-  if (!ok(api, api->KernelInfo_GetInputTypeInfo(info, i, &ti)) || !ti) return t;
-  const OrtTensorTypeAndShapeInfo* tsi = nullptr;  // owned by ti
-  size_t rank = 0;
-  if (ok(api, api->CastTypeInfoToTensorInfo(ti, &tsi)) && tsi && ok(api, api->GetDimensionsCount(tsi, &rank)) &&
-      rank > 0 && rank <= FUSEDOPS_MAX_RANK && ok(api, api->GetDimensions(tsi, t.dims, rank)))
-    t.rank = static_cast<int32_t>(rank);
-  api->ReleaseTypeInfo(ti);
-  return t;
-}
 
 OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, const OrtKernelInfo* info,
                                       void** out) {
@@ -601,6 +375,9 @@ int read_allow_tf32(const OrtApi* api, const OrtSessionOptions* so, std::string*
 }
 
 }  // namespace
+}  // namespace fusedops_ort
+
+using namespace fusedops_ort;
 
 extern "C" {
 

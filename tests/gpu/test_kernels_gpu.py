@@ -1,4 +1,5 @@
-"""CUDA kernels behind the C ABI (plugins/csrc/cuda), called through plugins/abi.py.
+"""CUDA GroupNormAct kernels behind the C ABI (plugins/csrc/cuda), called through plugins/abi.py (GemmGroupNormAct:
+test_gemm_kernels_gpu.py; shared helpers: kernel_support.py).
 
 Every run writes into an output poisoned with NaN, on fresh random inputs, and is compared with the catalog's
 reference evaluated in float64 on the CPU (and, where the precision is not float32, with eager PyTorch in the same
@@ -15,82 +16,19 @@ Tolerances (rtol = atol, against the float64 reference):
 
 from __future__ import annotations
 
-import ctypes
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
+from kernel_support import (SKIP_REASON, DEV, TOL32, ULP16, abi, assert_close, attrs, check_gn, gen, params, poisoned,
+                            ref_gn, run_gn)
 
 pytestmark = pytest.mark.gpu
 
-try:
-    from fusedops.plugins import abi
-
-    _LIB_ERR = None if abi.has_cuda() else "libfusedops was built without CUDA kernels"
-except Exception as e:  # noqa: BLE001 - any failure to load the library is a reason to skip
-    abi = None
-    _LIB_ERR = f"fusedops native library not loadable: {e}"
-
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
-if _LIB_ERR:
-    pytest.skip(f"needs the fusedops CUDA library: {_LIB_ERR} (run `fusedops build-native`)",
-                allow_module_level=True)
-
-DEV = torch.device("cuda")
-TOL32 = 1e-4
-ULP16 = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def attrs(op="GroupNormAct", **kw) -> catalog.FusedAttrs:
-    return catalog.parse_attrs(op, kw)
-
-
-def params(C: int, n_extra: int, seed: int, dtype=torch.float32):
-    g = gen(seed)
-    gamma = torch.rand(C, generator=g) + 0.5
-    beta = torch.randn(C, generator=g) * 0.5
-    extras = [torch.randn(C, generator=g) for _ in range(n_extra)]
-    return [t.to(DEV, dtype) for t in [gamma, beta, *extras]]
-
-
-def poisoned(shape, dtype) -> torch.Tensor:
-    return torch.full(shape, float("nan"), dtype=dtype, device=DEV)
-
-
-def run_gn(x, gamma, beta, extras, a, options=None):
-    out = poisoned(catalog.output_shape("GroupNormAct", tuple(x.shape), a), x.dtype)
-    y = abi.groupnorm_act_cuda(x, gamma, beta, extras, a, out=out, options=options)
-    assert y is out
-    return y
-
-
-def ref_gn(x, gamma, beta, extras, a):
-    d = lambda t: t.detach().cpu().double()  # noqa: E731
-    return catalog.group_norm_act_reference(d(x), d(gamma), d(beta), [d(e) for e in extras], a)
-
-
-def assert_close(got, want, tol, what=""):
-    got = got.detach().cpu().double()
-    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
-    torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True, msg=lambda m: f"{what}\n{m}")
-
-
-def check_gn(shape, G, pre="", post="", reduce="", seed=0, scale=2.0, shift=0.3, n_extra=2, tol=TOL32):
-    x = (torch.randn(*shape, generator=gen(seed)) * scale + shift).to(DEV)
-    gamma, beta, *extras = params(shape[1], n_extra, seed + 1)
-    a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
-    got = run_gn(x, gamma, beta, extras, a)
-    assert not torch.isnan(got).any(), "NaN left in the output: some element was not written"
-    assert_close(got, ref_gn(x, gamma, beta, extras, a), tol, f"{shape} G={G} pre={pre!r} post={post!r} {reduce}")
+if SKIP_REASON:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -420,126 +358,3 @@ def test_plans_name_their_kernels():
     assert kernels((3, 16, 9, 11), 4).startswith("gn_group_fused")
     assert kernels((128, 64, 258, 258), 8, pre="gelu").startswith("gn_onepass(vec4,pre=gelu_fast")
     assert "misaligned" in kernels((3, 16, 9, 12), 4)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# GemmGroupNormAct
-# ---------------------------------------------------------------------------------------------------------------------
-
-def gemm_inputs(M, K, C, seed, trans_b=1, n_extra=1, dtype=torch.float32, lead=()):
-    g = gen(seed)
-    x = torch.rand(*lead, M, K, generator=g)
-    w = torch.randn(C, K, generator=g) / math.sqrt(K)
-    if not trans_b:
-        w = w.t().contiguous()
-    b = torch.randn(C, generator=g) * 0.5
-    gamma, beta, *extras = params(C, n_extra, seed + 1)
-    return x.to(DEV, dtype), w.to(DEV, dtype), b.to(DEV), gamma, beta, extras
-
-
-def ref_gemm(x, w, b, gamma, beta, extras, a):
-    d = lambda t: t.detach().cpu().double() if t is not None else None  # noqa: E731
-    return catalog.gemm_group_norm_act_reference(d(x), d(w), d(b), d(gamma), d(beta), [d(e) for e in extras], a)
-
-
-def run_gemm(x, w, b, gamma, beta, extras, a, tf32, options=None):
-    shape = catalog.output_shape("GemmGroupNormAct", tuple(x.shape), a, tuple(w.shape))
-    out = poisoned(shape, x.dtype)
-    y = abi.gemm_groupnorm_act_cuda(x, w, b, gamma, beta, extras, a, tf32, out=out, options=options)
-    assert y is out
-    return y
-
-
-GEMM_CHAINS = [("", "leaky_relu(0.01);mul(2)", ""),        # model 1
-               ("", "", "min"), ("", "add(@0)", "min"),     # model 2 (min, then its bias)
-               ("add(@0);hardtanh(-1,1);mish", "", ""),     # model 3
-               ("", "gelu", "logsumexp"), ("relu", "tanh", "mean"), ("", "", "sum"), ("", "sigmoid", "max")]
-GEMM_SHAPES = [(1, 40, 63, 7), (3, 40, 63, 21), (1000, 64, 63, 63), (3, 96, 128, 1), (37, 200, 256, 32)]
-
-
-@pytest.mark.parametrize("trans_b", [1, 0])
-@pytest.mark.parametrize("chain", GEMM_CHAINS, ids=lambda c: "|".join(c) or "plain")
-@pytest.mark.parametrize("M,K,C,G", GEMM_SHAPES, ids=lambda v: str(v))
-def test_gemm_strict_fp32(M, K, C, G, chain, trans_b):
-    pre, post, reduce = chain
-    x, w, b, gamma, beta, extras = gemm_inputs(M, K, C, M + K + C + G, trans_b)
-    a = attrs("GemmGroupNormAct", num_groups=G, pre=pre, post=post, reduce=reduce, trans_b=trans_b, allow_tf32=0)
-    got = run_gemm(x, w, b, gamma, beta, extras, a, 0)
-    assert not torch.isnan(got).any()
-    assert_close(got, ref_gemm(x, w, b, gamma, beta, extras, a), TOL32, f"{M}x{K}x{C} G={G} {chain} tb={trans_b}")
-
-
-def test_gemm_tf32_and_batched_rows():
-    x, w, b, gamma, beta, extras = gemm_inputs(5, 96, 160, 30, lead=(2,))
-    a = attrs("GemmGroupNormAct", num_groups=10, post="relu")
-    want = ref_gemm(x, w, b, gamma, beta, extras, a)
-    got = run_gemm(x, w, b, gamma, beta, extras, a, 1)
-    assert got.shape == (2, 5, 160)
-    assert_close(got, want, 1e-2, "tf32")
-
-
-def test_gemm_bench_shape_tf32_and_fp32():
-    x, w, b, gamma, beta, extras = gemm_inputs(64, 8192, 8192, 31)
-    for pre, post, reduce, G in [("", "leaky_relu(0.01);mul(2)", "", 512), ("", "add(@0)", "min", 512),
-                                 ("add(@0);hardtanh(-1,1);mish", "", "", 256)]:
-        a = attrs("GemmGroupNormAct", num_groups=G, pre=pre, post=post, reduce=reduce)
-        want = ref_gemm(x, w, b, gamma, beta, extras, a)
-        assert_close(run_gemm(x, w, b, gamma, beta, extras, a, 1), want, 1e-2, f"tf32 {pre}|{post}|{reduce}")
-        assert_close(run_gemm(x, w, b, gamma, beta, extras, a, 0), want, 2e-4, f"fp32 {pre}|{post}|{reduce}")
-
-
-def test_gemm_without_bias_and_float32_eager():
-    x, w, _, gamma, beta, extras = gemm_inputs(33, 48, 96, 32)
-    a = attrs("GemmGroupNormAct", num_groups=12, post="silu", allow_tf32=0)
-    got = run_gemm(x, w, None, gamma, beta, extras, a, 0)
-    prev = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        eager = F.silu(F.group_norm(x @ w.t(), 12, gamma, beta, 1e-5))
-    finally:
-        torch.set_float32_matmul_precision(prev)
-    torch.testing.assert_close(got, eager, rtol=TOL32, atol=TOL32)
-
-
-def test_gemm_wide_rows_use_the_split_epilogue():
-    x, w, b, gamma, beta, extras = gemm_inputs(4, 32, 65536, 33)
-    for reduce in ["", "min"]:
-        a = attrs("GemmGroupNormAct", num_groups=64, pre="add(@0)", post="relu", reduce=reduce, allow_tf32=0)
-        assert_close(run_gemm(x, w, b, gamma, beta, extras, a, 0), ref_gemm(x, w, b, gamma, beta, extras, a),
-                     TOL32, f"wide {reduce}")
-
-
-@pytest.mark.parametrize("param_dtype", ["same", "float32"])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("chain,G", [(("", "leaky_relu(0.01);mul(2)", ""), 16), (("", "add(@0)", "min"), 16),
-                                     (("add(@0);hardtanh(-1,1);mish", "", ""), 8)])
-def test_gemm_16bit_no_worse_than_eager(dtype, chain, G, param_dtype):
-    pre, post, reduce = chain
-    x, w, b, gamma, beta, extras = gemm_inputs(300, 512, 256, 34, dtype=dtype)
-    if param_dtype == "same":
-        b, gamma, beta, extras = b.to(dtype), gamma.to(dtype), beta.to(dtype), [e.to(dtype) for e in extras]
-    a = attrs("GemmGroupNormAct", num_groups=G, pre=pre, post=post, reduce=reduce)
-    want = ref_gemm(x, w, b, gamma, beta, extras, a)
-    got = run_gemm(x, w, b, gamma, beta, extras, a, 1)
-    assert got.dtype == dtype and not torch.isnan(got).any()
-    z = F.linear(x, w, b.to(dtype))
-    z = catalog.apply_chain(z, a.pre, [e.to(dtype) for e in extras])
-    z = F.group_norm(z, G, gamma.to(dtype), beta.to(dtype), 1e-5)
-    eager = catalog.apply_reduce(catalog.apply_chain(z, a.post, [e.to(dtype) for e in extras]), reduce)
-    err = (got.cpu().double() - want).abs().max().item()
-    err_eager = (eager.cpu().double() - want).abs().max().item()
-    print(f"[16-bit gemm] {dtype} params={param_dtype} {chain}: max err fused {err:.3g}, eager {err_eager:.3g}")
-    assert err <= 1.5 * err_eager + ULP16[dtype], (err, err_eager)
-
-
-def test_gemm_bad_inputs_raise_clear_errors():
-    x, w, b, gamma, beta, extras = gemm_inputs(4, 16, 32, 35)
-    a = attrs("GemmGroupNormAct", num_groups=4)
-    with pytest.raises(FusedopsError, match="K=16 features"):
-        abi.gemm_groupnorm_act_cuda(x, w[:, :8].contiguous(), b, gamma, beta, extras, a, 1)
-    with pytest.raises(FusedopsError, match="bias B has 31"):
-        abi.gemm_groupnorm_act_cuda(x, w, b[:31], gamma, beta, extras, a, 1)
-    with pytest.raises(FusedopsError, match="divisible"):
-        abi.gemm_groupnorm_act_cuda(x, w, b, gamma, beta, extras, attrs("GemmGroupNormAct", num_groups=5), 1)
-    with pytest.raises(FusedopsError, match="2-D"):
-        abi.gemm_groupnorm_act_cuda(x, w[None], b, gamma, beta, extras, a, 1)

@@ -1,7 +1,7 @@
 """`fusedops serve` on the GPU: a real server on loopback for each GPU backend (ORT CUDA EP + library, PyTorch CUDA
 ops through ModelNew, eager PyTorch, TensorRT engine), outputs against float64 eager PyTorch at the TF32 tolerance,
 and 8 concurrent clients with every response checked. Skips with the reason where a piece is missing.
-The timed sweep is `python -m fusedops.serve.sweep` (tools/device_serve.sh)."""
+The timed sweep is `python -m fusedops.serve.sweep` (tools/gpu/device_serve.sh)."""
 
 from __future__ import annotations
 

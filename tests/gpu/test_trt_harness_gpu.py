@@ -1,6 +1,6 @@
 """TensorRT plugins enqueued on the GPU through the headers-only harness, compared with eager PyTorch.
 
-The harness (plugins/trt/harness) walks each plugin through TensorRT's calls and enqueues it on device buffers with
+The harness (tests/trt_harness) walks each plugin through TensorRT's calls and enqueues it on device buffers with
 the output NaN-poisoned; this file writes the inputs (the reference models' own weights and fresh uniform inputs, at
 benchmark and odd sizes), and compares the output with the model in eager PyTorch (TF32 tolerance 1e-2, the models'
 acceptance rule) or with the catalog's float64 reference (strict FP32 1e-4; fp16 / bf16 16-bit bounds).
@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
-from fusedops.trt_build import harness as H
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for the harness driver
+from trt_harness import driver as H  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -234,11 +234,8 @@ ScopedScheduler::~ScopedScheduler() { tls_scheduler = prev_; }
 
 int num_threads() {
   if (tls_scheduler && tls_scheduler->threads > 0) return tls_scheduler->threads;
+  // Never from the environment (kernel code reads none): callers that bound threads install a Scheduler.
   static const int n = [] {
-    if (const char* e = std::getenv("FUSEDOPS_NUM_THREADS")) {
-      const int v = std::atoi(e);
-      if (v >= 1) return std::min(v, 256);
-    }
     const unsigned hw = std::thread::hardware_concurrency();
     return hw ? static_cast<int>(std::min(hw, 256u)) : 1;
   }();

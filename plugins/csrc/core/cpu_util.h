@@ -201,7 +201,7 @@ class ScopedScheduler {
   const Scheduler* prev_;
 };
 
-// Number of worker threads the CPU kernels use: FUSEDOPS_NUM_THREADS if set (>= 1), else the hardware's.
+// Number of worker threads the CPU kernels use: the installed Scheduler's, else the hardware's (at most 256).
 int num_threads();
 // Run fn(task) for task in [0, n_tasks) on the pool (the caller takes part). If the pool is busy (another caller,
 // or a nested call from a task) the tasks run on the calling thread, so it never deadlocks. The first exception a

@@ -6,7 +6,7 @@
 #   STEPS="build tests demo bench" (default all), TESTS_TIMEOUT, DEMO_TIMEOUT, BENCH_TIMEOUT (seconds),
 #   BENCH_ARGS (extra `fusedops bench` flags), PYTEST_ARGS.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/device}
 mkdir -p "$out"

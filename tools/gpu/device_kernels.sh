@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Build libfusedops with CUDA on a GPU machine, then check and time its kernels; logs and JSON go to $OUT.
 #
-#   OUT=<dir> tools/device_kernels.sh [build] [smoke] [tests] [bench] [ab] [gelu] [sanitize] [ncu]
+#   OUT=<dir> tools/gpu/device_kernels.sh [build] [smoke] [tests] [bench] [ab] [gelu] [sanitize] [ncu]
 #   (default: build smoke tests bench sanitize; ab = old vs new kernel variants, gelu = exhaustive GELU accuracy)
 #
 # FUSEDOPS_CUDA_ARCHS (default "80;89;90", the CMake default) picks the architectures; PYTEST_K filters the tests.
 # Needs Eigen headers in third_party/eigen3 (scripts/get_native_deps.sh) or EIGEN_INCLUDE_DIR.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/kernels}
 mkdir -p "$out"
@@ -38,7 +38,7 @@ if has smoke; then
   $py tools/kernel_bench.py smoke 2>&1 | tee "$out/smoke.log" || rc=1
 fi
 if has tests; then
-  timeout 300 $py -m pytest tests/gpu/test_kernels_gpu.py -q -rs -x -p no:cacheprovider -s ${PYTEST_K:+-k "$PYTEST_K"} \
+  timeout 300 $py -m pytest tests/gpu/test_kernels_gpu.py tests/gpu/test_gemm_kernels_gpu.py -q -rs -x -p no:cacheprovider -s ${PYTEST_K:+-k "$PYTEST_K"} \
     2>&1 | tee "$out/tests.log" | grep -E "\[16-bit|passed|failed|error|FAILED|Error|assert" | tail -80
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the fusedops GPU tests and benchmark on a CUDA machine and collect the results.
 #
-#   OUT=<dir> tools/device_bench.sh [--tests] [--no-bench] [-- <fusedops bench flags>]
+#   OUT=<dir> tools/gpu/device_bench.sh [--tests] [--no-bench] [-- <fusedops bench flags>]
 #
 # Installs the package editable (no dependencies, no network), builds the native C ABI library with CUDA into
 # build/native (only the `fusedops` target, sm_90 unless FUSEDOPS_CUDA_ARCHS says otherwise), optionally runs
@@ -9,7 +9,7 @@
 # TESTS_TIMEOUT / BENCH_TIMEOUT (seconds) bound the two steps; GPU_TESTS picks the test files.
 # Needs Eigen headers in third_party/eigen3 (scripts/get_native_deps.sh) or EIGEN_INCLUDE_DIR.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/device}
 mkdir -p "$out"
@@ -62,7 +62,7 @@ echo "native build: $((SECONDS - t0)) s"
 rc=0
 if [[ $run_tests == 1 ]]; then
   to=(); $py -c "import pytest_timeout" 2>/dev/null && to=(--timeout=300)  # a hung kernel fails its test only
-  timeout "${TESTS_TIMEOUT:-1800}" $py -m pytest ${GPU_TESTS:-tests/gpu/test_models_gpu.py} -q -rs -p no:cacheprovider -s "${to[@]}" 2>&1 | tee "$out/gpu_tests.log" | grep -E "max err|passed|failed|error|FAILED|Error" | tail -60
+  timeout "${TESTS_TIMEOUT:-1800}" $py -m pytest ${GPU_TESTS:-tests/gpu/test_models_gpu.py tests/gpu/test_fused_ops_gpu.py} -q -rs -p no:cacheprovider -s "${to[@]}" 2>&1 | tee "$out/gpu_tests.log" | grep -E "max err|passed|failed|error|FAILED|Error" | tail -60
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 fi
 if [[ $run_bench == 1 ]]; then

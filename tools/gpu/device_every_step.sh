@@ -3,9 +3,9 @@
 # procedures"): install (no network), build the native libraries with CUDA for sm_90 (FUSEDOPS_CUDA_ARCHS to change),
 # then the spec's per-step tests: CUDA kernels of both ops, PyTorch ops on CUDA, ORT library on the CUDA EP, softsign
 # in 16-bit (tests/gpu/test_every_step_gpu.py), the kernels' own every-step test, and the CPU side for comparison.
-#   OUT=<dir> tools/device_every_step.sh        logs under $OUT (default artifacts/every_step)
+#   OUT=<dir> tools/gpu/device_every_step.sh        logs under $OUT (default artifacts/every_step)
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/every_step}
 mkdir -p "$out"

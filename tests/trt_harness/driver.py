@@ -1,4 +1,4 @@
-"""Python driver of the headers-only TensorRT plugin harness (``plugins/trt/harness``).
+"""Python driver of the headers-only TensorRT plugin harness (this folder; test-only code, not in the package).
 
 Builds ``fusedops_trt_harness`` and the plugin library with CMake (they need the TensorRT headers, see
 ``scripts/get_tensorrt_headers.md``), writes a case's inputs as raw files, runs the harness, and reads its JSON report
@@ -19,7 +19,7 @@ import torch
 from fusedops import catalog
 from fusedops.errors import FusedopsError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DTYPE_CODES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32"}
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 

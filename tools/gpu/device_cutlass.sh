@@ -2,16 +2,16 @@
 # The CUTLASS GemmGroupNormAct kernel on a GPU machine (sm_90: H100/H200) in one call: build, tests, memcheck,
 # timing and 3xTF32 accuracy tables. Logs and JSON go to $OUT; a compact summary goes to stdout.
 #
-#   OUT=<dir> tools/device_cutlass.sh [build] [tests] [sanitize] [bench] [accuracy] [models]
+#   OUT=<dir> tools/gpu/device_cutlass.sh [build] [tests] [sanitize] [bench] [accuracy] [models]
 #   (default: build tests sanitize bench accuracy, ~7 min; two calls keep each under the 10-minute limit:
-#   `build tests sanitize`, then `bench accuracy`. `models` adds tests/gpu/test_models_gpu.py, which needs the
+#   `build tests sanitize`, then `bench accuracy`. `models` adds tests/gpu/test_models_gpu.py + test_fused_ops_gpu.py, which needs the
 #   PyTorch ops library and so a longer build)
 #
 # Carry third_party/eigen3 and third_party/wheels (the nvidia-cutlass wheel that scripts/get_cutlass.sh downloads,
 # 6.4 MB; the machine has no network) or third_party/cutlass (its unpacked headers, 27 MB). Builds for sm_90 only
 # into build/cutlass_device (FUSEDOPS_BUILD_DIR), so other builds on the machine are left alone.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/cutlass}
 mkdir -p "$out"
@@ -88,7 +88,7 @@ if has accuracy; then
 fi
 if has models; then
   t0=$SECONDS
-  timeout 300 $py -m pytest tests/gpu/test_models_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$out/models.log" \
+  timeout 300 $py -m pytest tests/gpu/test_models_gpu.py tests/gpu/test_fused_ops_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$out/models.log" \
     | tail -5
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
   echo "models: $((SECONDS - t0)) s"

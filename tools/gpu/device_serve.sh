@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The serving sweep of issue 9 on a CUDA machine, in one call (about 5-6 minutes with the defaults):
 #
-#   OUT=<dir> tools/device_serve.sh
+#   OUT=<dir> tools/gpu/device_serve.sh
 #
 # 1. installs the package editable (no dependencies, no network) and builds libfusedops_ort.so with CUDA (sm_90
 #    unless FUSEDOPS_CUDA_ARCHS says otherwise) plus the PyTorch ops' library;
@@ -18,7 +18,7 @@
 # /tmp/ortgpu and /tmp/carried (where ../shared/device/ort-gpu.sh and carry-wheel.sh install) are added if present.
 # Needs third_party/eigen3 and third_party/onnxruntime (scripts/get_native_deps.sh) carried for the build.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/device}
 mkdir -p "$out"

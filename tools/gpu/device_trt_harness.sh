@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Build the TensorRT plugin library + harness with the CUDA kernels and run the harness tests on a GPU machine.
 #
-#   OUT=<dir> plugins/trt/harness/device_check.sh [--full-bench] [--sanitize]
+#   OUT=<dir> tools/gpu/device_trt_harness.sh [--full-bench] [--sanitize]
 #
 # Needs: nvcc + cuBLASLt, cmake, the TensorRT headers (third_party/tensorrt/include) and Eigen (third_party/eigen3),
 # python3 with torch (CUDA) and pytest. Writes build.log, trt_tests.log, trt_timings.json (and sanitizer logs) to $OUT.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/trt}
 mkdir -p "$out"
