@@ -95,7 +95,7 @@ class OnnxVerifyResult:
         return self.fused_nodes == 0
 
 
-# ---- arguments ------------------------------------------------------------------------------------------------------
+# ---- arguments -------------------------------------------------------------------------------------------------------
 
 def _check_arguments(backend, batch, seed) -> None:
     if not isinstance(backend, str) or backend not in ONNX_BACKENDS:
@@ -134,7 +134,7 @@ def _shapes(shapes) -> dict[str, tuple[int, ...]]:
     raise UsageError(f"shapes must be 'name:1x3x32x32,...' or a dict of shapes, got {type(shapes).__name__}")
 
 
-# ---- inputs -----------------------------------------------------------------------------------------------------------
+# ---- inputs ----------------------------------------------------------------------------------------------------------
 
 def _input_shape(inp: InputInfo, batch: int, given: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     """The input's shape: static dims kept, dim 0 from ``batch``, other symbolic dims from ``given`` (``--shapes``)."""
@@ -203,7 +203,7 @@ def _ort_value(info: InputInfo, array: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.TensorProto.BFLOAT16)
 
 
-# ---- running ----------------------------------------------------------------------------------------------------------
+# ---- running ---------------------------------------------------------------------------------------------------------
 
 def count_fused_nodes(model: onnx.ModelProto) -> int:
     return sum(1 for n in model.graph.node if n.domain == DOMAIN)
@@ -240,7 +240,7 @@ def _library_session(path: Path, backend: str):
     return fo_ort.session(str(path), providers=list(dict.fromkeys([provider, "CPUExecutionProvider"])))
 
 
-# ---- comparing --------------------------------------------------------------------------------------------------------
+# ---- comparing -------------------------------------------------------------------------------------------------------
 
 def compare_outputs(names: list[str], got: list[np.ndarray], want: list[np.ndarray], atol: float,
                     rtol: float) -> list[OutputCheck]:
@@ -267,7 +267,7 @@ def compare_outputs(names: list[str], got: list[np.ndarray], want: list[np.ndarr
     return checks
 
 
-# ---- PyTorch reference ------------------------------------------------------------------------------------------------
+# ---- PyTorch reference -----------------------------------------------------------------------------------------------
 
 def load_torch_module(spec):
     """``MODULE:CALLABLE`` (MODULE importable from the current folder or PYTHONPATH; CALLABLE() returns a
@@ -319,7 +319,7 @@ def run_torch(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [t.detach().double().numpy() for t in outs]
 
 
-# ---- the workflow -----------------------------------------------------------------------------------------------------
+# ---- the workflow ----------------------------------------------------------------------------------------------------
 
 def verify_onnx(path, backend: str = "ort-cpu", atol: float | None = None, rtol: float | None = None,
                 batch: int | None = None, shapes=None, seed: int = 0, torch_module=None) -> OnnxVerifyResult:
@@ -357,8 +357,8 @@ def verify_onnx(path, backend: str = "ort-cpu", atol: float | None = None, rtol:
     note = ""
     if fused_nodes and not calls:
         note = "the library's kernels did not run: the comparison would prove nothing"
-    result = OnnxVerifyResult(str(path), backend, fused_nodes, fused_here,
-                              {i.name: (a.shape, _TYPE_NAMES.get(i.elem_type, i.elem_type)) for i, a in zip(infos, arrays)}, seed, atol, rtol, calls)
+    shown = {i.name: (a.shape, _TYPE_NAMES.get(i.elem_type, i.elem_type)) for i, a in zip(infos, arrays)}
+    result = OnnxVerifyResult(str(path), backend, fused_nodes, fused_here, shown, seed, atol, rtol, calls)
     result.comparisons.append(Comparison(label, reference_label,
                                          compare_outputs(output_names, candidate, reference, atol, rtol), note))
     if torch_ref is not None:
