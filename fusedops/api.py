@@ -38,7 +38,16 @@ def demo(models=None, backends=None, size: str | None = None, out_dir=None, repe
                     out_dir=out_dir, repeats=repeats, seed=seed, force=force, **kw)
 
 
-def verify(model_or_onnx: str, backend: str = "ort-cpu", **kw):
+def verify(model_or_onnx, backend: str = "ort-cpu", **kw):
+    """``fusedops verify``. An ONNX file (a path ending in .onnx, or a path object): its fused form on the fusedops
+    library against the model unfused on plain ONNX Runtime (and a PyTorch module with ``torch_module=``); keywords
+    ``atol rtol batch shapes seed torch_module``; returns an OnnxVerifyResult. Otherwise a reference-model key: one
+    backend against eager PyTorch (keywords ``size batch seed atol rtol workdir force``); returns a BackendResult."""
+    from .workflows.names import is_onnx_file_argument
+
+    if is_onnx_file_argument(model_or_onnx):
+        from .workflows.verify_onnx import verify_onnx
+        return verify_onnx(model_or_onnx, backend=backend, **kw)
     from .workflows.verify import verify as _verify
     return _verify(model_or_onnx, backend=backend, **kw)
 
