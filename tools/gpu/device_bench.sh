@@ -30,6 +30,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
 $py -m pip install -q --no-deps --no-build-isolation -e . >/tmp/fusedops_install.log 2>&1 || {
   tail -20 /tmp/fusedops_install.log; exit 1; }
 

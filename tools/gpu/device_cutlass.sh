@@ -27,6 +27,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 date -u +"device date: %Y-%m-%dT%H:%M:%SZ"
 if has build; then
   t0=$SECONDS
+  source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
   $py -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { tail -20 "$out/install.log"; exit 1; }
   bash scripts/get_cutlass.sh >"$out/get_cutlass.log" 2>&1 || { cat "$out/get_cutlass.log"; exit 1; }
   # Objects of other sources may be kept from earlier calls: rebuild from the sources that travelled with this one.

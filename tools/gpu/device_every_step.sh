@@ -12,6 +12,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 [[ -d /tmp/ortgpu ]] && export PYTHONPATH=/tmp/ortgpu${PYTHONPATH:+:$PYTHONPATH}  # onnxruntime-gpu, where carried
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 ||
   { tail -20 "$out/install.log"; exit 1; }
 t0=$SECONDS

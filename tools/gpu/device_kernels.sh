@@ -20,6 +20,7 @@ has() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
 date -u +"device date: %Y-%m-%dT%H:%M:%SZ"
 if has build; then
+  source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
   $py -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { tail -20 "$out/install.log"; exit 1; }
   t0=$SECONDS
   # The device keeps ignored build outputs between calls (and other jobs build there too): make sure the kernel

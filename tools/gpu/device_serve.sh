@@ -13,9 +13,13 @@
 # 4. tests/gpu/test_serve_gpu.py (a short run of the same paths, asserting correctness).
 # Writes serve_sweep.json, serve_sweep.png (and torch_cuda/...) and the logs under $OUT.
 #
-# Needs on PYTHONPATH what the GPU machine lacks (carried wheels, see docs/serving.md): onnxruntime-gpu,
-# nvidia-pytriton 0.7.0 and tritonclient[grpc,http] with their dependencies, numpy 1.26 (PyTriton pins numpy<2).
-# /tmp/ortgpu and /tmp/carried (where ../shared/device/ort-gpu.sh and carry-wheel.sh install) are added if present.
+# Needs what the GPU machine lacks (carried wheels, see docs/serving.md): onnxruntime-gpu, nvidia-pytriton 0.7.0 and
+# tritonclient[grpc,http] with their dependencies, numpy 1.26 (PyTriton pins numpy<2). The serve wheels must be
+# installed into the interpreter's own environment, not with pip --target on PYTHONPATH: PyTriton's Python-backend
+# stub (a tritonserver child) sees that environment's site-packages only, and PyTriton finds tritonserver's bundled
+# libraries (libcudart 12.6, ...) only next to a site-packages install (2026-11-23: both failed from /tmp/carried).
+# So the wheels unpacked by ../shared/device/carry-wheel.sh's parts (/tmp/carried-whl/whl) are installed here;
+# onnxruntime-gpu from ../shared/device/ort-gpu.sh stays in /tmp/ortgpu on PYTHONPATH (the serving process uses it).
 # Needs third_party/eigen3 and third_party/onnxruntime (scripts/get_native_deps.sh) carried for the build.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,16 +27,17 @@ cd "$root"
 out=${OUT:-$root/artifacts/device}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-for d in /tmp/carried /tmp/ortgpu; do [[ -d $d ]] && export PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH}; done
-# PyTriton finds tritonserver's bundled libraries (libcudart 12.6, ...) next to its package only when it is installed
-# in a site-packages folder; installed with pip --target (how wheels are carried here) it looks elsewhere.
-[[ -d /tmp/carried/nvidia_pytriton.libs ]] &&
-  export LD_LIBRARY_PATH=/tmp/carried/nvidia_pytriton.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [[ -d /tmp/carried-whl/whl ]]; then
+  python3 -m pip install -q --no-deps --no-index --no-compile \
+    $(ls /tmp/carried-whl/whl/*.whl | grep -v onnxruntime_gpu) >"$out/pip.log" 2>&1 || { tail -5 "$out/pip.log"; exit 1; }
+fi
+[[ -d /tmp/ortgpu ]] && export PYTHONPATH=/tmp/ortgpu${PYTHONPATH:+:$PYTHONPATH}
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 python3 -c "import numpy, onnxruntime as o, pytriton, tritonclient; print('numpy', numpy.__version__, '| onnxruntime',
   o.__version__, o.get_available_providers(), '| pytriton ok')" 2>&1 | tee "$out/env.txt"
+source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { tail -20 "$out/install.log"; exit 1; }
 
 t0=$SECONDS

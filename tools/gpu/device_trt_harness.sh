@@ -21,6 +21,7 @@ for a in "$@"; do
   esac
 done
 
+source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
 $py -m pip install -q --no-deps --no-build-isolation -e . >/tmp/fusedops_trt_install.log 2>&1 || {
   tail -20 /tmp/fusedops_trt_install.log; exit 1; }
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)

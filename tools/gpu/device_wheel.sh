@@ -14,7 +14,7 @@
 #     "scikit-build-core>=0.11,<2" pathspec packaging
 # Logs go to $OUT, a summary to stdout; exit status 0 only when every check passed.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 out=${OUT:-$root/artifacts/wheel}
 mkdir -p "$out"
