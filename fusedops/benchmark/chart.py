@@ -20,7 +20,7 @@ FONT = 9
 
 
 def _pyplot():
-    try:  # optional dependency (bench / test extras); imported here so the bench runs without it
+    try:  # lazy: optional dependency (bench / test extras); imported here so the bench runs without it
         import matplotlib
 
         matplotlib.use("Agg")
