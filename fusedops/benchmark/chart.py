@@ -24,7 +24,7 @@ def _pyplot():
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: after matplotlib.use('Agg'), as matplotlib above
     except ImportError:
         return None
     return plt

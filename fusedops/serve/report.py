@@ -51,7 +51,7 @@ def plot(series: dict[str, list[dict]], path: Path, title: str) -> Path:
     import matplotlib  # lazy: optional (serve / bench extras), only when a chart is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after matplotlib.use('Agg'), as matplotlib above
 
     fig, (ax_lat, ax_thr) = plt.subplots(1, 2, figsize=(11, 4.2))
     for label, points in series.items():
