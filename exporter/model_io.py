@@ -23,6 +23,11 @@ import onnx
 import onnx_ir as ir
 
 from fusedops.errors import InputFileError
+from fusedops.input_files import external_data_files, parse_model, read_input_file
+from fusedops.safe_output import PendingOutput, check_output_path
+
+from . import validate
+from .fuse import check_fused, check_opset, infer_shapes
 
 # Above this the serialized proto would come close to protobuf's 2 GB limit: write external data instead.
 EXTERNAL_THRESHOLD_BYTES = 1 << 30
@@ -44,11 +49,6 @@ def load_model(src) -> LoadedModel:
     """Load an ONNX file for fusing: the input file and every external-data location checked
     (``fusedops.input_files``), the model validated (``validate.checked_input``), external tensors memory-mapped,
     not read. InputFileError / ModelError name the problem."""
-    from fusedops.input_files import external_data_files, parse_model, read_input_file
-
-    from . import validate
-    from .fuse import check_opset, infer_shapes
-
     if src is None or str(src).strip() == "":
         raise InputFileError("input path is empty")
     path = Path(os.fspath(src)).expanduser()
@@ -76,10 +76,6 @@ def save_model(model: ir.Model, dst: Path, source: LoadedModel | None = None, fo
     an existing file only with ``force``; atomic). ``external`` None: external data when the input had it or the
     tensors are large; the data file ``<dst>.data`` is checked by the same rules. Returns the data file written, if
     any."""
-    from fusedops.safe_output import PendingOutput, check_output_path
-
-    from .fuse import check_fused
-
     if external is None:
         external = bool(source and source.has_external_data) or tensor_bytes(model) > EXTERNAL_THRESHOLD_BYTES
     inputs = [source.path, *source.data_files] if source is not None else []

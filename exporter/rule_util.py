@@ -4,7 +4,7 @@ one fused node while it grows."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx_ir as ir
@@ -194,8 +194,6 @@ def read_fused(value: ir.Value | None) -> Fused | None:
 
 def renumber(steps: list[catalog.Step], removed: int) -> list[catalog.Step]:
     """Steps after extra input ``removed`` was dropped: later operand indices move down by one."""
-    from dataclasses import replace
-
     out = []
     for s in steps:
         if s.kind.binary and isinstance(s.operand, int) and s.operand > removed:

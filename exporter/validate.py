@@ -22,6 +22,7 @@ from onnx import AttributeProto, TensorProto
 from fusedops import catalog
 from fusedops.catalog import quote
 from fusedops.errors import ModelError
+from fusedops.input_files import all_tensors
 
 # The fuser materialises per-channel vectors (C floats each) for constant operands and per-group scale / bias; a
 # model that declares more channels than this is rejected before anything is allocated (a 240-byte model declaring
@@ -335,8 +336,6 @@ def _checker_safety_net(model: onnx.ModelProto) -> None:
     """onnx's checker on the input, after the named checks above: what they do not cover still ends in one line
     (the fused model is checked again, fully, by the fuser). A model with external data is checked by path after
     the fusion instead: the checker looks for the data relative to a folder a ModelProto does not carry."""
-    from fusedops.input_files import all_tensors
-
     if any(t.data_location == TensorProto.EXTERNAL for t in all_tensors(model)):
         return
     try:

@@ -1,26 +1,27 @@
-"""Python API; each function mirrors one ``fusedops`` subcommand. Implementations are imported inside each function:
-``import fusedops`` (and so ``fusedops --help``) must not import torch, onnx or a runtime."""
+"""Python API; each function mirrors one ``fusedops`` subcommand. Implementations are imported inside each function
+(``# lazy:``): ``import fusedops`` (and so ``fusedops --help``) must not import torch, onnx or a runtime."""
 
 from __future__ import annotations
 
 from .errors import UsageError
+from .workflows.names import is_onnx_file_argument
 
 
 def export(model: str, out: str, size: str = "small", dynamic_batch: bool = True, force: bool = False, **kw):
-    from .exporter_api import export as _export
+    from .exporter_api import export as _export  # lazy: torch, onnx
     return _export(model, out, size=size, dynamic_batch=dynamic_batch, force=force, **kw)
 
 
 def fuse(src: str, dst: str, force: bool = False, report: str | None = None):
     """Fuse an ONNX file; returns a FuseResult (path-like: the output) whose ``.report`` is the fusion report."""
-    from .exporter_api import fuse_file
+    from .exporter_api import fuse_file  # lazy: torch, onnx
     return fuse_file(src, dst, force=force, report=report)
 
 
 def demo(models=None, backends=None, size: str | None = None, out_dir=None, repeats: int = 10, seed: int = 0,
          force: bool = False, **kw):
     """``fusedops demo``; arguments are checked before any export (UsageError naming the first bad one)."""
-    from .workflows.demo import run_demo
+    from .workflows.demo import run_demo  # lazy: torch, onnx
 
     for name, items in (("models", models), ("backends", backends)):
         if items is not None and (isinstance(items, (str, bytes)) or not all(
@@ -43,26 +44,24 @@ def verify(model_or_onnx, backend: str = "ort-cpu", **kw):
     library against the model unfused on plain ONNX Runtime (and a PyTorch module with ``torch_module=``); keywords
     ``atol rtol batch shapes seed torch_module``; returns an OnnxVerifyResult. Otherwise a reference-model key: one
     backend against eager PyTorch (keywords ``size batch seed atol rtol workdir force``); returns a BackendResult."""
-    from .workflows.names import is_onnx_file_argument
-
     if is_onnx_file_argument(model_or_onnx):
-        from .workflows.verify_onnx import verify_onnx
+        from .workflows.verify_onnx import verify_onnx  # lazy: torch, onnx
         return verify_onnx(model_or_onnx, backend=backend, **kw)
-    from .workflows.verify import verify as _verify
+    from .workflows.verify import verify as _verify  # lazy: torch, onnx
     return _verify(model_or_onnx, backend=backend, **kw)
 
 
 def bench(**kw):
-    from .benchmark.gpu import run_bench
+    from .benchmark.gpu import run_bench  # lazy: torch, onnx
     return run_bench(**kw)
 
 
 def build(onnx_path: str, engine: str, **kw):
-    from .trt_build.builder import build_engine
+    from .trt_build.builder import build_engine  # lazy: onnx, then TensorRT
     return build_engine(onnx_path, engine, **kw)
 
 
 def build_native(cuda: str = "auto", verbose: bool = False):
     """``fusedops build-native``: configure and build the native libraries; returns the folder holding them."""
-    from .plugins import native
+    from .plugins import native  # lazy: subprocess, shutil: `import fusedops` stays at ~15 ms
     return native.build(cuda=cuda, verbose=verbose)

@@ -17,7 +17,12 @@ import onnx
 from . import input_files
 from .catalog import quote
 from .errors import OutputFileError, UsageError
+from .exporter.export import export_model
+from .exporter.fuse import fuse_ir, fuse_model
+from .exporter.fuse import fusion_summary as _summary
+from .exporter.model_io import load_model, save_model
 from .input_files import load_onnx_with_inputs  # noqa: F401 - part of this module's API
+from .models.registry import get_entry
 from .safe_output import PendingOutput, check_output_path, write_bytes
 
 if TYPE_CHECKING:  # the exporter imports torch: keep it out of plain `import fusedops`
@@ -27,8 +32,6 @@ _PROTOBUF_LIMIT = 2**31 - 1  # a single ONNX file (no external data) cannot be l
 
 
 def _entry(model_name: str):
-    from fusedops.models.registry import get_entry
-
     if not isinstance(model_name, (str, int)) or isinstance(model_name, bool):
         raise UsageError(f"model must be a model key or number, got {type(model_name).__name__}")
     try:
@@ -65,15 +68,11 @@ def load_onnx(src) -> onnx.ModelProto:
 
 def export_unfused_model(model_name: str, size: str = "small", dynamic_batch: bool = True) -> onnx.ModelProto:
     """The standard ONNX export of a reference model (torch dynamo exporter, dynamic batch dim "batch")."""
-    from fusedops.exporter.export import export_model
-
     _check_size(size)
     return export_model(_entry(model_name), size=size, dynamic_batch=dynamic_batch)
 
 
 def export_fused_model(model_name: str, size: str = "small", dynamic_batch: bool = True) -> onnx.ModelProto:
-    from fusedops.exporter.fuse import fuse_model
-
     return fuse_model(export_unfused_model(model_name, size=size, dynamic_batch=dynamic_batch))
 
 
@@ -119,9 +118,6 @@ def fuse_file(src, dst, force: bool = False, report=None) -> FuseResult:
     (or over 1 GB of tensors) is written with its tensors in ``<dst>.data`` next to ``dst``, in bounded memory.
     ``report``: also write the fusion report there as JSON. Every input and output problem is named before the
     fusion runs. Returns the paths and the report."""
-    from fusedops.exporter.fuse import fuse_ir
-    from fusedops.exporter.model_io import load_model, save_model
-
     _check_flag("force", force)
     loaded = load_model(src)
     inputs = [loaded.path, *loaded.data_files]
@@ -142,8 +138,6 @@ def fuse_file(src, dst, force: bool = False, report=None) -> FuseResult:
 
 def fusion_summary(model) -> list[tuple[str, dict[str, object]]]:
     """(op_type, attributes) of each fused node of a ModelProto or an ONNX file, in graph order."""
-    from fusedops.exporter.fuse import fusion_summary as _summary
-
     if not isinstance(model, onnx.ModelProto):
         model = load_onnx(model)
     return _summary(model)

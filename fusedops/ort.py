@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import FusedopsError
+from .plugins import native
 
 LIBRARY_NAME = "fusedops_ort"
 CONFIG_ALLOW_TF32 = "fusedops.allow_tf32"
@@ -36,8 +37,6 @@ _counter_lib: ctypes.CDLL | None = None
 
 def library_path() -> Path:
     """Path of ``libfusedops_ort.so``; FusedopsError naming how to build it when it is missing."""
-    from fusedops.plugins import native
-
     path = native.library_path(LIBRARY_NAME)
     if path is None:
         raise FusedopsError(native.missing_library(
@@ -59,8 +58,6 @@ def unavailable_reason(provider: str = "CPUExecutionProvider") -> str | None:
 
 def build_library(cuda: str = "auto", fetch_deps: bool = True) -> Path:
     """Fetch the header-only deps (unless present) and build ``fusedops_ort`` with CMake; returns its path."""
-    from fusedops.plugins import native
-
     if fetch_deps and native.source_checkout():  # an installed package: native.build says why it cannot build
         script = _REPO_ROOT / "scripts" / "get_native_deps.sh"
         proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -72,7 +69,7 @@ def build_library(cuda: str = "auto", fetch_deps: bool = True) -> Path:
 
 def _ort():
     try:
-        import onnxruntime as ort
+        import onnxruntime as ort  # lazy: its absence is reported in one line; fusedops.ort stays light
     except ImportError as e:  # pragma: no cover - onnxruntime is a dependency
         raise FusedopsError(f"onnxruntime is not installed: {e}") from None
     return ort
@@ -118,7 +115,7 @@ def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool
         avail = ort.get_available_providers()
         providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in avail]
     if "CUDAExecutionProvider" in providers:
-        import torch  # noqa: F401  (loads the CUDA / cuDNN libraries the CUDA EP dlopens by soname)
+        import torch  # noqa: F401  # lazy: only for the CUDA EP, which dlopens the CUDA / cuDNN libraries torch loads
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     elif isinstance(model, (str, Path)):

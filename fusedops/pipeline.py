@@ -8,13 +8,12 @@ import onnx
 import torch
 
 from . import safe_output
+from .exporter.export import export_module
+from .exporter.fuse import fuse_model
 
 
 def export_unfused_and_fused(model: torch.nn.Module, entry, size: str, unfused_path: Path, fused_path: Path,
                              dynamic_batch: bool = True, force: bool = False) -> tuple[Path, Path]:
-    from .exporter.export import export_module
-    from .exporter.fuse import fuse_model
-
     # A batch of 2 is enough to trace (the batch dim is dynamic) and keeps model 4's example small.
     (example,) = entry.inputs(size, batch=2 if dynamic_batch else None)
     unfused = export_module(model, example, dynamic_batch=dynamic_batch)

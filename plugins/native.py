@@ -91,7 +91,7 @@ def configure_command(cuda: str | bool = "auto") -> list[str]:
 def torch_cmake_dir() -> str | None:
     """PyTorch's CMake package folder (``torch.utils.cmake_prefix_path``/Torch), for the C++ ops; None without torch."""
     try:
-        import torch.utils
+        import torch.utils  # lazy: optional here; build-native and the ORT / TensorRT libraries need no torch
     except ImportError:
         return None
     path = Path(torch.utils.cmake_prefix_path) / "Torch"

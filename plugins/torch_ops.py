@@ -38,6 +38,8 @@ from torch import Tensor
 from fusedops import catalog
 from fusedops.errors import FusedopsError
 
+from . import abi, torch_ops_build
+
 __all__ = ["group_norm_act", "gemm_group_norm_act", "parsed_attrs", "resolve_allow_tf32", "cuda_kernels_available",
            "chain_number", "load", "plan_kernels", "plan_cache_size", "set_poison_outputs"]
 
@@ -89,8 +91,6 @@ def load() -> tuple:
         return _loaded
     with _lock:
         if _loaded is None:
-            from . import torch_ops_build
-
             torch.ops.load_library(str(torch_ops_build.library()))  # built for this torch (once, if need be)
             _python_lib = _register_python_parts()
             torch.ops.fusedops._set_poison_outputs(os.environ.get("FUSEDOPS_POISON_OUTPUTS") == "1")
@@ -104,8 +104,6 @@ def cuda_kernels_available() -> tuple[bool, str]:
         return False, "no CUDA device"
     try:
         load()
-        from . import abi
-
         if not abi.has_cuda():
             return False, "libfusedops was built without CUDA (nvcc or cuBLASLt missing when it was configured)"
     except FusedopsError as e:
@@ -174,8 +172,6 @@ def _static(dims) -> list[int | None]:
 
 
 def _validate(op: str, tensors: Sequence[Tensor], attrs: catalog.FusedAttrs) -> None:
-    from . import abi
-
     try:
         abi.describe(abi.parse_attributes(op, attrs),
                      [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, _static(t.shape))

@@ -29,6 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+import torch.utils
+
 from fusedops.errors import FusedopsError
 
 from . import native
@@ -64,8 +67,6 @@ def library() -> Path:
 
 
 def _torch_identity() -> dict:
-    import torch
-
     return {"torch_version": torch.__version__, "cxx11_abi": int(torch.compiled_with_cxx11_abi())}
 
 
@@ -80,8 +81,6 @@ def _built_for_this_torch(info_path: Path) -> bool:
 def _cache_key(c_abi: Path) -> str:
     """Everything the built library depends on: this torch (version, ABI, where it is), this package's C ABI
     library (where, which build) and the sources the ops are built from."""
-    import torch
-
     h = hashlib.sha256()
     stat = c_abi.stat()
     h.update(json.dumps([_torch_identity(), str(Path(torch.__file__).resolve()), str(c_abi), stat.st_size,
@@ -95,8 +94,6 @@ def _cache_key(c_abi: Path) -> str:
 
 
 def _cached_or_built() -> Path:
-    import torch
-
     c_abi = native.library_path("fusedops")
     if c_abi is None:
         raise FusedopsError(native.missing_library("libfusedops.so", "build it with `fusedops build-native`"))
@@ -131,7 +128,7 @@ def _toolchain() -> tuple[str, list[str]]:
     cmake = shutil.which("cmake")
     if cmake is None:
         with contextlib.suppress(ImportError, AttributeError):
-            import cmake as cmake_pkg  # the `cmake` wheel, when installed without its scripts on PATH
+            import cmake as cmake_pkg  # lazy: optional: the `cmake` wheel, when installed without its scripts on PATH
 
             cmake = str(Path(cmake_pkg.CMAKE_BIN_DIR) / "cmake")
     if cmake is None or not Path(cmake).is_file():
@@ -147,15 +144,11 @@ def _toolchain() -> tuple[str, list[str]]:
 
 
 def _cannot_build(why: str) -> str:
-    import torch
-
     return (f"the PyTorch ops must be built for torch {torch.__version__} on first use, but {why}; or install "
             "fusedops with this torch present: pip install --no-build-isolation <fusedops source>")
 
 
 def _build(target: Path, c_abi: Path) -> None:
-    import torch.utils
-
     cmake, generator = _toolchain()
     torch_dir = Path(torch.utils.cmake_prefix_path) / "Torch"
     work = target.parent / f"{target.name}.build-{os.getpid()}"

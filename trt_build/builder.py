@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Mapping
 
 from fusedops.errors import FusedopsError
+from fusedops.plugins import native
 
 from .profile import (DEFAULT_MAX_BATCH, InputInfo, Shape, check_batches, derive_profile, onnx_inputs, parse_shapes_arg,  # noqa: F401
                       shapes_from_args)
@@ -87,7 +88,7 @@ def onnx_content_hash(path: str | os.PathLike) -> str:
     """Hash of the model and its external data files (weights can live beside the .onnx)."""
     h = hashlib.sha256(bytes.fromhex(file_sha256(path)))
     try:
-        import onnx
+        import onnx  # lazy: onnx; trt_build stays light for serve.backends, which the CLI parser imports
 
         model = onnx.load(str(path), load_external_data=False)
         locations = sorted({e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"})
@@ -124,7 +125,7 @@ def build_flags(precision: str, profile: Mapping[str, tuple[Shape, Shape, Shape]
 
 def gpu_identity(device: int = 0) -> tuple[str, str]:
     """(GPU name, compute capability "9.0") of ``device``; through torch or pycuda, whichever is present."""
-    try:
+    try:  # lazy: optional here, whichever of torch / pycuda is present
         import torch
 
         if torch.cuda.is_available():
@@ -132,7 +133,7 @@ def gpu_identity(device: int = 0) -> tuple[str, str]:
             return p.name, f"{p.major}.{p.minor}"
     except Exception:
         pass
-    try:
+    try:  # lazy: optional (gpu extra)
         import pycuda.driver as cuda
 
         cuda.init()
@@ -148,15 +149,13 @@ def default_plugin_library() -> Path | None:
     env = os.environ.get("FUSEDOPS_TRT_PLUGIN")
     if env:
         return Path(env)
-    from fusedops.plugins import native
-
     p = native.library_dir() / PLUGIN_LIBRARY_NAME
     return p if p.is_file() else None
 
 
 def tf32_plugin_nodes(onnx_path: str | os.PathLike) -> list[str]:
     """Names of the fusedops GEMM nodes whose allow_tf32 attribute is 1 (absent = the catalog default, 1)."""
-    import onnx
+    import onnx  # lazy: onnx, torch (catalog); trt_build stays light for serve.backends (CLI parser)
     from onnx import helper
 
     from fusedops.catalog import DOMAIN
@@ -173,7 +172,7 @@ def tf32_plugin_nodes(onnx_path: str | os.PathLike) -> list[str]:
 
 
 def has_fusedops_nodes(onnx_path: str | os.PathLike) -> bool:
-    import onnx
+    import onnx  # lazy: onnx, torch (catalog); trt_build stays light for serve.backends (CLI parser)
 
     from fusedops.catalog import DOMAIN
 
@@ -200,7 +199,7 @@ class BuildResult:
 
 
 def _import_tensorrt():
-    try:
+    try:  # lazy: optional (gpu extra); its absence is reported in one line
         import tensorrt as trt  # noqa: F401
     except Exception as e:  # ImportError, or a broken install that fails to load its libraries
         raise FusedopsError(f"TensorRT's Python package is not usable here ({type(e).__name__}: {e}); install "

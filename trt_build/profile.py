@@ -23,7 +23,7 @@ class InputInfo:
 
 def onnx_inputs(model) -> list[InputInfo]:
     """The graph's real inputs (initializers listed as inputs are weights, not inputs)."""
-    import onnx
+    import onnx  # lazy: onnx; trt_build stays light for serve.backends, which the CLI parser imports
 
     if isinstance(model, (str, os.PathLike)):
         model = onnx.load(str(model), load_external_data=False)

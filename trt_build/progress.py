@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 
 class ProgressRenderer:
     """Renders TensorRT's nested build phases as rich progress bars (the IProgressMonitor callbacks delegate here).
@@ -21,7 +23,6 @@ class ProgressRenderer:
         self._progress = None
         self.events: list[tuple] = []
         if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), console=console, transient=False)

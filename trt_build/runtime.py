@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from fusedops.errors import FusedopsError
+from fusedops.trt_build.builder import _import_tensorrt, default_plugin_library
 
 # numpy type strings of __cuda_array_interface__ → numpy dtypes TensorRT tensors may have.
 _TYPESTR = {"<f4": np.float32, "<f2": np.float16, "<i4": np.int32, "<i8": np.int64, "|i1": np.int8, "|u1": np.uint8,
@@ -73,7 +74,7 @@ def host_array(value) -> tuple[np.ndarray, Any]:
     if hasattr(value, "detach"):
         t = value.detach().cpu().contiguous()
         if str(t.dtype) == "torch.bfloat16":
-            import torch
+            import torch  # lazy: only for a bfloat16 torch tensor; serving an engine needs no torch
 
             return t.view(torch.int16).numpy().view(np.uint16), "bfloat16"
         arr = t.numpy()
@@ -92,7 +93,7 @@ def _load_cudart():
             return ctypes.CDLL(n)
         except OSError:
             continue
-    try:  # the copy that ships with the tensorrt / nvidia wheels, if any
+    try:  # lazy: optional: the copy that ships with the tensorrt / nvidia wheels, if any
         import nvidia.cuda_runtime as m  # type: ignore
 
         for p in Path(list(m.__path__)[0], "lib").glob("libcudart.so*"):
@@ -148,8 +149,6 @@ class Engine:
         path = Path(path)
         if not path.is_file():
             raise FusedopsError(f"engine not found: {path}")
-        from fusedops.trt_build.builder import _import_tensorrt, default_plugin_library
-
         trt = _import_tensorrt()
         if plugin_library is None:
             meta = path.with_name(path.name + ".json")
@@ -180,7 +179,8 @@ class Engine:
     @property
     def stream(self):
         if self._stream is None:
-            import pycuda.autoprimaryctx  # noqa: F401  (the primary context: shared with torch / TensorRT)
+            # lazy: optional (gpu extra); autoprimaryctx: the primary context, shared with torch / TensorRT
+            import pycuda.autoprimaryctx  # noqa: F401
             import pycuda.driver as cuda
 
             self._stream = cuda.Stream()
@@ -190,7 +190,7 @@ class Engine:
         if hasattr(value, "__cuda_array_interface__"):
             buf = DeviceBuffer.from_cuda_array(value)
         else:
-            import pycuda.gpuarray as gpuarray
+            import pycuda.gpuarray as gpuarray  # lazy: optional (gpu extra)
 
             host, dtype = host_array(value)
             _ = self.stream  # creates the context before the first allocation
@@ -227,7 +227,7 @@ class Engine:
                 if not same_dtype(buf.dtype, want):
                     raise FusedopsError(f"output {name!r} buffer is {buf.dtype}, the engine writes {want}")
             else:
-                import pycuda.gpuarray as gpuarray
+                import pycuda.gpuarray as gpuarray  # lazy: optional (gpu extra)
 
                 dt = self._np_dtype(name)
                 arr = gpuarray.empty(shape, dtype=np.uint16 if dt == "bfloat16" else dt)
@@ -291,7 +291,7 @@ def to_numpy(buf: DeviceBuffer) -> np.ndarray:
     elif hasattr(owner, "detach"):  # torch
         return owner.detach().float().cpu().numpy() if buf.dtype == "bfloat16" else owner.detach().cpu().numpy()
     else:
-        import pycuda.driver as cuda
+        import pycuda.driver as cuda  # lazy: optional (gpu extra)
 
         nbytes = int(np.prod(buf.shape)) * (2 if buf.dtype == "bfloat16" else np.dtype(buf.dtype).itemsize)
         host = np.empty(nbytes, dtype=np.uint8)
@@ -306,7 +306,7 @@ def verify(engine: Engine | str | Path, entry, size: str = "small", batch: int |
            atol: float = 1e-2, seed: int = 0) -> dict:
     """Run a fresh input of reference model ``entry`` (a registry entry or its name) through the engine and compare
     with eager PyTorch (TF32 tolerance by default). Returns {"ok", "max_abs_err", "shape"}."""
-    import torch
+    import torch  # lazy: torch and the models only to check against eager PyTorch; serving needs neither
 
     from fusedops.models import get_entry
 

@@ -20,11 +20,11 @@ FONT = 9
 
 
 def _pyplot():
-    try:  # optional dependency (bench / test extras); imported here so the bench runs without it
+    try:  # lazy: optional dependency (bench / test extras); imported here so the bench runs without it
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: after matplotlib.use('Agg'), as matplotlib above
     except ImportError:
         return None
     return plt

@@ -23,6 +23,7 @@ from onnx import helper
 
 from ..catalog import DOMAIN
 from ..errors import FusedopsError
+from ..trt_build import builder, runtime
 from ..workflows import verify
 from ..workflows.verify import engine_cache_dir, trt_execute_times_ms
 from .ort_rows import _entry, models
@@ -74,7 +75,6 @@ def trt_rows(entry: Any, size: str = "bench", repeats: int = 20, warmup: int = 5
     ``unavailable_reason()`` says TensorRT cannot run here."""
     if unavailable_reason() is not None:
         return []
-    from ..trt_build import builder, runtime  # lazy: imports TensorRT
 
     entry = _entry(entry)
     _, fused = models(entry, size)

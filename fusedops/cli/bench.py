@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..api import bench
 from .common import add_force_flag, add_precision_flags
 
 NAME = "bench"
@@ -49,13 +50,12 @@ def run(a) -> int:
     """Run with parsed flags; FusedopsError propagates (the CLI prints it on one line)."""
     precisions = selected_precisions(a)
     if a.latency:
-        from ..benchmark.latency import run_latency  # lazy: --help never imports torch
+        from ..benchmark.latency import run_latency  # lazy: torch; --help imports none
 
         lat = run_latency(models=a.models, precisions=precisions, batches=a.batches,
                           compile_modes=[] if a.no_compile else a.compile_modes, compile_batches=a.compile_batches,
                           calls=a.calls, use_ort=not a.no_ort, out_dir=a.out_dir)
         return 1 if lat.errors else 0
-    from ..api import bench  # lazy: --help never imports torch
 
     report = bench(models=a.models, size=a.size, repeats=a.repeats, warmup=a.warmup, out_dir=a.out_dir,
                    precisions=precisions, input_sets=a.input_sets, use_compile=not a.no_compile,

@@ -40,7 +40,7 @@ def add_arguments(parser) -> None:
 
 
 def run(a) -> int:
-    from ..trt_build import builder  # lazy: --help never imports torch or TensorRT
+    from ..trt_build import builder  # lazy: onnx; --help imports none
 
     r = builder.build_engine(
         a.onnx, a.engine, precision=a.precision, min_batch=a.min_batch, opt_batch=a.opt_batch,

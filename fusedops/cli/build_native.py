@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..plugins import native
 from .common import progress
 
 NAME = "build-native"
@@ -15,8 +16,6 @@ def add_arguments(s) -> None:
 
 
 def run(a) -> int:
-    from ..plugins import native  # lazy: --help never imports torch
-
     with progress("building the native libraries", enabled=not a.verbose):
         path = native.build(cuda=a.cuda, verbose=a.verbose)
     print(f"native libraries in {path}")

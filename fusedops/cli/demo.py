@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..api import demo
 from ..workflows.names import BACKEND_NAMES
 from .common import add_force_flag, positive_int
 
@@ -20,8 +21,6 @@ def add_arguments(s) -> None:
 
 
 def run(a) -> int:
-    from ..api import demo  # lazy: --help never imports torch
-
     results = demo(models=a.models or None, backends=a.backends or None, size=a.size, out_dir=a.out_dir,
                    repeats=a.repeats, force=a.force)
     return 1 if any(r.ok is False for r in results) else 0

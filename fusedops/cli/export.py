@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..api import export
 from .common import add_force_flag, progress
 
 NAME = "export"
@@ -17,8 +18,6 @@ def add_arguments(s) -> None:
 
 
 def run(a) -> int:
-    from ..api import export  # lazy, as in every command: --help never imports torch
-
     with progress(f"exporting and fusing model {a.model}"):
         path = export(a.model, a.out, size=a.size, dynamic_batch=not a.static_batch, force=a.force)
     print(f"wrote {path}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..api import fuse
 from .common import add_force_flag, progress
 
 NAME = "fuse"
@@ -22,8 +23,6 @@ def add_arguments(s) -> None:
 
 
 def run(a) -> int:
-    from ..api import fuse  # lazy: --help never imports torch
-
     with progress(f"fusing {a.input}"):
         result = fuse(a.input, a.output, force=a.force, report=a.report)
     unfused = result.report.unfused

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..serve.report import print_summary, write_report
 from .common import add_precision_flags
 
 NAME = "loadtest"
@@ -28,12 +29,12 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> int:
-    from ..serve.loadtest import LoadOptions, run_loadtest as run  # lazy: tritonclient, torch
-    from ..serve.report import print_summary, write_report
+    from ..serve.loadtest import LoadOptions, run_loadtest  # lazy: asyncio: --help stays fast
 
-    result = run(LoadOptions(url=a.url, reference=a.reference, size=a.size, model_name=a.model_name,
-                             protocol=a.protocol, concurrency=a.concurrency, batch=a.batch, duration_s=a.duration,
-                             max_requests=a.max_requests, timeout_s=a.timeout, tolerance=a.tolerance))
+    options = LoadOptions(url=a.url, reference=a.reference, size=a.size, model_name=a.model_name, protocol=a.protocol,
+                          concurrency=a.concurrency, batch=a.batch, duration_s=a.duration, max_requests=a.max_requests,
+                          timeout_s=a.timeout, tolerance=a.tolerance)
+    result = run_loadtest(options)
     print_summary(result)
     if a.out:
         for path in write_report(result, a.out):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..serve.repository import RepoOptions, write_repository
+
 NAME = "repo"
 HELP = "write a Triton model repository (onnxruntime or tensorrt_plan) for tritonserver"
 
@@ -28,8 +30,6 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> int:
-    from ..serve.repository import RepoOptions, write_repository  # lazy: onnx, tritonclient
-
     result = write_repository(RepoOptions(source=a.source, out=a.out, model_name=a.model_name, onnx=a.onnx,
                                           max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
                                           instances=a.instances, kind=a.kind, server_path=a.server_path,

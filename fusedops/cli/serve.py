@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..serve.backends import BACKENDS
+from ..serve.server import ServeOptions, serve
 
 NAME = "serve"
 HELP = "serve a fused model on Triton (PyTriton), KServe v2 over HTTP and gRPC"
@@ -31,8 +32,6 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> int:
-    from ..serve.server import ServeOptions, serve  # lazy: PyTriton, torch
-
     return serve(ServeOptions(source=a.source, backend=a.backend, size=a.size, model_name=a.model_name, host=a.host,
                               http_port=a.http_port, grpc_port=a.grpc_port,
                               metrics_port=a.metrics_port or None, max_batch_size=a.max_batch_size,

@@ -3,6 +3,11 @@ library) against unfused (plain ONNX Runtime) and, with ``--torch``, against a P
 
 from __future__ import annotations
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..api import verify
 from ..errors import UsageError
 from ..workflows.names import BACKEND_NAMES, is_onnx_file_argument
 from .common import non_negative_float, positive_int, progress
@@ -36,17 +41,13 @@ def add_arguments(s) -> None:
 
 
 def run(a) -> int:
-    from rich.console import Console  # lazy, with the API below: --help never imports torch
-
-    from ..api import verify
-
     if a.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {a.seed}")
     if not is_onnx_file_argument(a.model):
         for flag, value in (("--shapes", a.shapes), ("--torch", a.torch)):
             if value is not None:
                 raise UsageError(f"{flag} applies to an ONNX file (PATH.onnx), not to model key {a.model!r}")
-        from ..workflows.demo import render_table  # lazy: imports torch
+        from ..workflows.demo import render_table  # lazy: torch; --help imports none
 
         with progress(f"exporting, fusing and running model {a.model} on {a.backend}"):
             r = verify(a.model, backend=a.backend, size=a.size, batch=a.batch, seed=a.seed, atol=a.atol,
@@ -62,9 +63,6 @@ def run(a) -> int:
 
 def print_onnx_result(console, r) -> None:
     """A summary, then one table per comparison: output, shape, max abs error, allclose, pass / FAIL."""
-    from rich.markup import escape
-    from rich.table import Table  # lazy, as rich.console above
-
     how = "fused here from the input (which had none)" if r.fused_here else "in the input"
     console.print(f"{escape(r.model)}: {r.fused_nodes} fusedops node(s), {how}; inputs "
                   + ", ".join(f"{escape(n)} {t} {'x'.join(map(str, s)) or 'scalar'}" for n, (s, t) in r.inputs.items())

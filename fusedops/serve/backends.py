@@ -12,13 +12,16 @@ nothing goes through the host between the request's bytes and the response's.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from fusedops import ort as fo_ort
 from fusedops.errors import FusedopsError
+from fusedops.trt_build import runtime
 
 # In preference order for `--backend auto`; each entry says which sources it can serve.
 BACKENDS = ("trt", "ort-cuda", "torch-cuda", "ort-cpu", "torch-eager")
@@ -65,7 +68,7 @@ def source_kind(source: str) -> str:
         if not path.is_file():
             raise FusedopsError(f"TensorRT engine {source!r} not found")
         return "engine"
-    from fusedops.models.registry import get_entry
+    from fusedops.models.registry import get_entry  # lazy: torch / onnx; cli/serve.py imports this module
 
     try:
         get_entry(source)
@@ -77,7 +80,7 @@ def source_kind(source: str) -> str:
 
 def _cuda_available() -> bool:
     try:
-        import torch
+        import torch  # lazy: torch / onnx; cli/serve.py imports this module
     except ImportError:  # pragma: no cover - torch is a dependency
         return False
     return torch.cuda.is_available()
@@ -90,12 +93,11 @@ def unavailable_reason(backend: str, kind: str) -> str | None:
     if backend == "trt":
         if kind != "engine":
             return "the trt backend serves a TensorRT engine (.plan); build one with `fusedops build`"
-        from fusedops.workflows.verify import _trt_available
+        from fusedops.workflows.verify import _trt_available  # lazy: torch / onnx; cli/serve.py imports this module
         return _trt_available()
     if kind == "engine":
         return f"a TensorRT engine is served only by the trt backend, not {backend}"
     if backend.startswith("ort-"):
-        from fusedops import ort as fo_ort
         provider = "CUDAExecutionProvider" if backend == "ort-cuda" else "CPUExecutionProvider"
         reason = fo_ort.unavailable_reason(provider)
         if reason:
@@ -108,7 +110,7 @@ def unavailable_reason(backend: str, kind: str) -> str | None:
     if backend == "torch-cuda":
         if not _cuda_available():
             return "no CUDA device"
-        from fusedops.plugins import torch_ops
+        from fusedops.plugins import torch_ops  # lazy: torch / onnx; cli/serve.py imports this module
         check = getattr(torch_ops, "cuda_kernels_available", None)
         ok, why = check() if check else (True, "")
         return None if ok else why
@@ -152,7 +154,7 @@ _ONNX_TO_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7:
 
 def onnx_specs(path: str | Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """The graph's inputs (initializers excluded) and outputs with numpy dtypes and -1 for symbolic dims."""
-    import onnx
+    import onnx  # lazy: torch / onnx; cli/serve.py imports this module
 
     graph = onnx.load(str(path), load_external_data=False).graph
     initializers = {i.name for i in graph.initializer}
@@ -169,8 +171,6 @@ def onnx_specs(path: str | Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
 
 
 def _ort_backend(onnx_path: str | Path, backend: str, source: str) -> ServedModel:
-    from fusedops import ort as fo_ort
-
     provider = "CUDAExecutionProvider" if backend == "ort-cuda" else "CPUExecutionProvider"
     sess = fo_ort.session(str(onnx_path), providers=[provider])
     inputs, outputs = onnx_specs(onnx_path)
@@ -185,9 +185,7 @@ def _ort_backend(onnx_path: str | Path, backend: str, source: str) -> ServedMode
 
 
 def _export_to_temp(model_key: str, size: str) -> Path:
-    import tempfile
-
-    from fusedops.exporter_api import export
+    from fusedops.exporter_api import export  # lazy: torch / onnx; cli/serve.py imports this module
 
     folder = Path(tempfile.mkdtemp(prefix="fusedops-serve-"))
     return Path(export(model_key, str(folder / "model.onnx"), size=size))
@@ -196,8 +194,6 @@ def _export_to_temp(model_key: str, size: str) -> Path:
 # ---- TensorRT -----------------------------------------------------------------------------------------------------
 
 def _trt_backend(engine_path: str) -> ServedModel:
-    from fusedops.trt_build import runtime
-
     eng = runtime.Engine.load(engine_path)
 
     def spec(name: str) -> TensorSpec:
@@ -220,7 +216,7 @@ def _trt_backend(engine_path: str) -> ServedModel:
 def _current_cuda_context() -> None:
     """pycuda makes its context current only in the thread that imported it; PyTriton calls the inference function
     from its own thread, so make the device's primary context current there (TensorRT and torch share it)."""
-    import pycuda.driver as cuda
+    import pycuda.driver as cuda  # lazy: optional (gpu extra), only when serving an engine
 
     cuda.init()
     if cuda.Context.get_current() is None:
@@ -230,7 +226,7 @@ def _current_cuda_context() -> None:
 # ---- PyTorch ------------------------------------------------------------------------------------------------------
 
 def _torch_backend(model_key: str, size: str, fused: bool) -> ServedModel:
-    import torch
+    import torch  # lazy: torch / onnx; cli/serve.py imports this module
 
     from fusedops.models.registry import get_entry
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from fusedops.errors import FusedopsError
 
+from .backends import onnx_specs
 from .server import is_loopback
 
 TOLERANCES = {"fp32": (1e-4, 1e-4), "tf32": (1e-2, 1e-2)}  # (atol, rtol), the project's verify tolerances
@@ -88,9 +89,7 @@ class Reference:
         if reference.lower().endswith(".onnx"):
             if not Path(reference).is_file():
                 raise FusedopsError(f"reference ONNX model {reference!r} not found")
-            import onnxruntime as ort
-
-            from .backends import onnx_specs
+            import onnxruntime as ort  # lazy: only the reference kind chosen loads its runtime
 
             self.kind = "onnx"
             self._sess = ort.InferenceSession(reference, providers=["CPUExecutionProvider"])
@@ -102,7 +101,7 @@ class Reference:
             if any(d < 0 for d in self._row_shape):
                 raise FusedopsError(f"reference {reference!r}: only the first input dim may be dynamic")
         else:
-            import torch
+            import torch  # lazy: only the reference kind chosen loads its runtime
 
             from fusedops.models.registry import get_entry
 
@@ -127,7 +126,7 @@ class Reference:
                 ys = self._sess.run(self.output_names, {self.input_name: x})
                 expected = {n: np.asarray(y, dtype=np.float64) for n, y in zip(self.output_names, ys)}
             else:
-                import torch
+                import torch  # lazy: only for a PyTorch reference (imported above)
 
                 with torch.no_grad():
                     y = self._model(torch.from_numpy(x).to(self._device, torch.float64))
@@ -159,10 +158,10 @@ class _Client:
     def __init__(self, protocol: str, url: str, connections: int):
         self.protocol = protocol
         if protocol == "grpc":
-            import tritonclient.grpc.aio as client_mod
+            import tritonclient.grpc.aio as client_mod  # lazy: optional (serve extra), one protocol's client
             self._client = client_mod.InferenceServerClient(url)
         else:
-            import tritonclient.http.aio as client_mod
+            import tritonclient.http.aio as client_mod  # lazy: optional (serve extra), one protocol's client
             self._client = client_mod.InferenceServerClient(url, conn_limit=max(connections, 1))
         self._mod = client_mod
 

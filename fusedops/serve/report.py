@@ -48,10 +48,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def plot(series: dict[str, list[dict]], path: Path, title: str) -> Path:
     """Two panels: p50 (line) with the p90-p99 band, and throughput, against concurrency; one line per label
     (e.g. "fused batch 1", "eager batch 1"). ``series`` maps label -> points of a loadtest result."""
-    import matplotlib
+    import matplotlib  # lazy: optional (serve / bench extras), only when a chart is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after matplotlib.use('Agg'), as matplotlib above
 
     fig, (ax_lat, ax_thr) = plt.subplots(1, 2, figsize=(11, 4.2))
     for label, points in series.items():

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fusedops import ort as fo_ort
 from fusedops.errors import FusedopsError
+from fusedops.plugins import native
 
 from .backends import ENGINE_SUFFIXES, TensorSpec, onnx_specs
 
@@ -57,7 +59,7 @@ class RepoResult:
 
 def model_config_pb2():
     try:
-        from tritonclient.grpc import model_config_pb2 as pb
+        from tritonclient.grpc import model_config_pb2 as pb  # lazy: optional (serve extra); absence reported
     except ImportError as e:
         raise FusedopsError(f"tritonclient is not installed ({e}); it ships Triton's model-config schema: "
                             f"pip install -e '.[serve]'") from None
@@ -93,14 +95,14 @@ def build_config(name: str, platform: str, inputs: list[TensorSpec], outputs: li
 
 
 def config_text(cfg) -> str:
-    from google.protobuf import text_format
+    from google.protobuf import text_format  # lazy: protobuf; cli/repo.py imports this module
 
     return text_format.MessageToString(cfg)
 
 
 def parse_config(text: str):
     """config.pbtxt text → ModelConfig; FusedopsError naming the problem if it is not valid for Triton's schema."""
-    from google.protobuf import text_format
+    from google.protobuf import text_format  # lazy: protobuf; cli/repo.py imports this module
 
     pb = model_config_pb2()
     try:
@@ -137,8 +139,6 @@ def _engine_max_batch(engine: Path) -> int | None:
 
 def write_repository(o: RepoOptions) -> RepoResult:
     kind_of_source = _check(o)
-    from fusedops.plugins import native
-
     out = Path(o.out).expanduser()
     if out.exists() and not out.is_dir():
         raise FusedopsError(f"--out {str(out)!r} exists and is not a folder")
@@ -149,8 +149,6 @@ def write_repository(o: RepoOptions) -> RepoResult:
     notes: list[str] = []
 
     if kind_of_source == "onnx":
-        from fusedops import ort as fo_ort
-
         library = fo_ort.library_path()
         inputs, outputs = onnx_specs(o.source)
         has_cuda = fo_ort.library_has_cuda()

@@ -102,7 +102,7 @@ def _python_library_first() -> None:
 
 
 def _pytriton():
-    try:
+    try:  # lazy: optional (serve extra); its absence is reported in one line
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
         from pytriton.triton import Triton, TritonConfig
     except ImportError as e:

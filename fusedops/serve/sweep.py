@@ -25,8 +25,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from fusedops.errors import FusedopsError
+from fusedops.exporter_api import export
+from fusedops.models.registry import get_entry
 
 from .loadtest import LoadOptions, run_loadtest
 from .process import start_server
@@ -40,10 +43,6 @@ THROUGHPUT_GAIN = 20.0
 def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
     """Median latency of ModelNew at batch 1 in this process: numpy in → device → ModelNew → numpy out (wall clock),
     and on a GPU the device time alone (CUDA events)."""
-    import torch
-
-    from fusedops.models.registry import get_entry
-
     entry = get_entry(model_key)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda":
@@ -122,8 +121,6 @@ def evaluate(fused_points: list[dict], inproc: dict) -> dict:
 def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backend: str = "auto",
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
               tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False) -> dict:
-    from fusedops.exporter_api import export
-
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}

@@ -28,7 +28,7 @@ def load(path: Path = SPEC_PATH) -> dict:
     """The checked spec: {"domain", "version", "plugin_namespace", "plugin_version", "limits", "dtypes",
     "reduces", "ops", "attributes", "steps"} with defaults filled in and each step's formula parsed ("tree")."""
     try:
-        import tomllib
+        import tomllib  # lazy: Python 3.10 has none; the error below says so
     except ImportError as e:  # Python 3.10
         raise SpecError("reading ops.toml needs Python 3.11 or newer (tomllib)") from e
     with open(path, "rb") as f:

@@ -25,6 +25,7 @@ from ..errors import FusedopsError, UsageError
 from ..exporter_api import export
 from ..models import get_entry
 from ..plugins import native
+from ..trt_build import builder, runtime
 from .names import BACKEND_NAMES
 
 # Pass/fail tolerances against eager PyTorch (float32 inputs), per backend precision.
@@ -192,20 +193,16 @@ def _torch_fused_run(device: str):
 
 def _trt_available():
     """None when TensorRT, pycuda, a CUDA device and the plugin library are all here; else the first reason."""
-    try:
+    try:  # lazy: optional (gpu extra); its absence is the reason returned
         import tensorrt  # noqa: F401
     except Exception as e:  # ImportError or a broken install
         return f"TensorRT not importable ({type(e).__name__})"
-    try:
+    try:  # lazy: optional (gpu extra), as tensorrt above
         import pycuda.driver  # noqa: F401
     except Exception as e:
         return f"pycuda not importable ({type(e).__name__})"
     if not torch.cuda.is_available():
         return "no CUDA device"
-    try:
-        from ..trt_build import builder
-    except Exception as e:
-        return f"trt_build not importable ({type(e).__name__}: {e})"
     if builder.default_plugin_library() is None:
         return (f"TensorRT plugin library not built ({builder.PLUGIN_LIBRARY_NAME}; set $FUSEDOPS_TRT_PLUGIN or "
                 f"run `fusedops build-native`)")
@@ -221,7 +218,7 @@ def trt_execute_times_ms(eng, repeats: int, warmup: int = 3, before_each: Callab
         -> list[float]:
     """Times of ``eng.execute()`` alone (buffers already bound) with CUDA events on the engine's stream, in ms.
     ``before_each(i)``, outside the timed region, may rebind inputs (e.g. rotate them)."""
-    import pycuda.driver as cuda
+    import pycuda.driver as cuda  # lazy: optional (gpu extra), only on the TensorRT path
 
     stream = eng.stream
     for i in range(warmup):
@@ -243,7 +240,6 @@ def trt_execute_times_ms(eng, repeats: int, warmup: int = 3, before_each: Callab
 
 
 def _trt_run(ctx: RunContext):
-    from ..trt_build import builder, runtime
     engine_path = ctx.onnx_path.with_suffix(".plan")
     engine_path.unlink(missing_ok=True)  # a fresh path: the engine cache supplies a built engine for the same key
     batch = ctx.inputs[0].shape[0]

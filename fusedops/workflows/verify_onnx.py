@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import torch
 
 from .. import ort as fo_ort
 from ..catalog import quote
@@ -272,8 +273,6 @@ def compare_outputs(names: list[str], got: list[np.ndarray], want: list[np.ndarr
 def load_torch_module(spec):
     """``MODULE:CALLABLE`` (MODULE importable from the current folder or PYTHONPATH; CALLABLE() returns a
     torch.nn.Module) or a torch.nn.Module; UsageError naming what is wrong."""
-    import torch  # only here: verifying an ONNX file without --torch needs no PyTorch
-
     if isinstance(spec, torch.nn.Module):
         return spec
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
@@ -304,8 +303,6 @@ def load_torch_module(spec):
 
 def run_torch(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """The module in float32 on the CPU, inputs in graph-input order; outputs a tensor or a tuple / list of them."""
-    import torch  # only here, as in load_torch_module
-
     module = module.float().cpu().eval()
     xs = [torch.from_numpy(np.asarray(a, dtype=np.float32)) for a in arrays]
     try:
