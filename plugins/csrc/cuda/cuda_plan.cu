@@ -338,7 +338,7 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
   g.workspace = ws ? ws + p.gn_offset : nullptr;
   g.x = dbuf;
   g.bias = bias;  // added by the epilogue unless cuBLASLt's bias epilogue adds it
-  if (p.skinny && cuda::skinny_gemm_aligned(x, w)) {
+  if (p.skinny && aligned(x, kPlannedAlignment) && aligned(w, kPlannedAlignment)) {
     const fusedops_gemm_desc& gd = p.desc.d;
     const cudaError_t e = cuda::run_skinny_gemm(x, w, dbuf, gd.gn.N, gd.gn.C, gd.K, gd.gn.x_dtype, s);
     if (e != cudaSuccess)

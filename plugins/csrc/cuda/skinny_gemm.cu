@@ -32,32 +32,33 @@ struct Vec16<float> {
   }
   __device__ static float store(float v) { return v; }
 };
-template <>
-struct Vec16<__nv_bfloat16> {
+// 16-bit types: four pairs, each converted with the type's own pair conversion.
+__device__ inline float2 pair_to_float2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ inline float2 pair_to_float2(__half2 v) { return __half22float2(v); }
+__device__ inline void store_as(float v, __nv_bfloat16* out) { *out = __float2bfloat16_rn(v); }
+__device__ inline void store_as(float v, __half* out) { *out = __float2half_rn(v); }
+
+template <typename T, typename Pair>
+struct Vec16Of16Bit {
   static constexpr int n = 8;
   __device__ static void to_float(const uint4& q, float* f) {
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float2 p = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+      const float2 p = pair_to_float2(*reinterpret_cast<const Pair*>(&w[i]));
       f[2 * i] = p.x, f[2 * i + 1] = p.y;
     }
   }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+  __device__ static T store(float v) {
+    T out;
+    store_as(v, &out);
+    return out;
+  }
 };
 template <>
-struct Vec16<__half> {
-  static constexpr int n = 8;
-  __device__ static void to_float(const uint4& q, float* f) {
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      f[2 * i] = p.x, f[2 * i + 1] = p.y;
-    }
-  }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
+struct Vec16<__nv_bfloat16> : Vec16Of16Bit<__nv_bfloat16, __nv_bfloat162> {};
+template <>
+struct Vec16<__half> : Vec16Of16Bit<__half, __half2> {};
 
 // x: M rows of nvec 16-byte vectors; w: C rows of nvec vectors; d: (M, C) row-major.
 template <typename T, int M>
@@ -121,10 +122,6 @@ using AllRows = Table<T, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16>;
 static_assert(gemm_choice::kSkinnyMaxRows == 16, "AllRows instantiates M = 1..16");
 
 }  // namespace
-
-bool skinny_gemm_aligned(const void* x, const void* w) {
-  return reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-}
 
 cudaError_t run_skinny_gemm(const void* x, const void* w, void* d, int64_t M, int64_t C, int64_t K, int32_t dtype,
                             cudaStream_t stream) {

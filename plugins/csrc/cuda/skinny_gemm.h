@@ -13,9 +13,8 @@ namespace fusedops {
 namespace cuda {
 
 // Which descriptors the kernel takes is the planner's rule (gemm_choice.cpp, skinny_blocker: M in 1..kSkinnyMaxRows,
-// W stored (C, K), rows a whole number of 16-byte vectors). A call also needs X and W 16-byte aligned; other calls
-// run the plan's cuBLASLt path.
-bool skinny_gemm_aligned(const void* x, const void* w);
+// W stored (C, K), rows a whole number of 16-byte vectors). A call also needs X and W 16-byte aligned (the plan
+// checks, as for its planned cuBLASLt algorithm); other calls run the plan's cuBLASLt path.
 
 // Enqueues D = X · Wᵀ on `stream`; D in X's dtype. No allocation, no synchronisation: capturable in a CUDA graph.
 cudaError_t run_skinny_gemm(const void* x, const void* w, void* d, int64_t M, int64_t C, int64_t K, int32_t dtype,
