@@ -55,6 +55,15 @@ const char* mode_name(Mode m) {
   }
 }
 
+// Both kernels load X and W rows as 16-byte vectors: why K does not allow it ("" when it does).
+std::string rows_not_16_byte_vectors(const fusedops_op_desc& d) {
+  const int64_t elem = d.d.gn.x_dtype == FUSEDOPS_F32 ? 4 : 2;
+  if ((d.d.K * elem) % 16 == 0) return "";
+  char buf[96];
+  snprintf(buf, sizeof buf, "K = %lld: rows of X and W are not a multiple of 16 bytes", (long long)d.d.K);
+  return buf;
+}
+
 // Why the CUTLASS kernel cannot run `d` here ("" when it can), for the chosen mode and configuration.
 std::string cutlass_blocker(const fusedops_op_desc& d, const fusedops_gemm_device& dev, bool strict_fp32, bool three,
                             const TileConfig* cfg, int config_count, int config) {
@@ -74,11 +83,8 @@ std::string cutlass_blocker(const fusedops_op_desc& d, const fusedops_gemm_devic
   }
   if (d.d.K == 0) return "K = 0 (no GEMM to run)";
   if (d.d.trans_b != 1) return "W is (K, C) (trans_b = 0); the CUTLASS kernels take the Linear layout (C, K)";
-  const int64_t elem = gn.x_dtype == FUSEDOPS_F32 ? 4 : 2;
-  if ((d.d.K * elem) % 16 != 0) {
-    snprintf(buf, sizeof buf, "K = %lld: rows of X and W are not a multiple of 16 bytes (TMA)", (long long)d.d.K);
-    return buf;
-  }
+  const std::string rows = rows_not_16_byte_vectors(d);
+  if (!rows.empty()) return rows + " (TMA)";
   if (gn.N > INT32_MAX || gn.C > INT32_MAX || d.d.K > INT32_MAX) return "M, C or K exceeds 2^31 - 1";
   if (gn.C % 2 != 0) return "C is odd (the epilogue stores channel pairs)";
   const int64_t cg = gn.C / gn.num_groups;
@@ -106,11 +112,8 @@ std::string skinny_blocker(const fusedops_op_desc& d, bool three) {
   }
   if (d.d.K == 0) return "K = 0 (no GEMM to run)";
   if (d.d.trans_b != 1) return "W is (K, C) (trans_b = 0); the skinny kernel streams rows of W stored (C, K)";
-  const int64_t elem = gn.x_dtype == FUSEDOPS_F32 ? 4 : 2;
-  if ((d.d.K * elem) % 16 != 0) {
-    snprintf(buf, sizeof buf, "K = %lld: rows of X and W are not a multiple of 16 bytes", (long long)d.d.K);
-    return buf;
-  }
+  const std::string rows = rows_not_16_byte_vectors(d);
+  if (!rows.empty()) return rows;
   if (gn.C > INT32_MAX || d.d.K > INT32_MAX) return "C or K exceeds 2^31 - 1";
   return "";
 }
