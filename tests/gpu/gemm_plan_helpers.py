@@ -9,19 +9,18 @@ import torch
 
 from fusedops import catalog
 from fusedops.plugins import abi
+from kernel_support import DEV, ULP16  # noqa: F401 - re-exported for the GEMM plan tests
 
-DEV = torch.device("cuda")
 GEMM = catalog.GEMM_GROUP_NORM_ACT.name
-ULP16 = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}
 
 
 def attrs(**kw) -> catalog.FusedAttrs:
     return catalog.parse_attrs(GEMM, kw)
 
 
-def inputs(M, K, C, seed, dtype=torch.float32, n_extra=1, pdtype=torch.float32):
+def inputs(M, K, C, seed, dtype=torch.float32, n_extra=1, pdtype=torch.float32, x_scale=1.0, x_shift=0.0):
     g = torch.Generator().manual_seed(seed)
-    x = torch.rand(M, K, generator=g) * 2 - 0.5
+    x = torch.rand(M, K, generator=g) * x_scale + x_shift
     w = torch.randn(C, K, generator=g) / math.sqrt(K)
     b = torch.randn(C, generator=g) * 0.5
     gamma = torch.rand(C, generator=g) + 0.5
@@ -90,3 +89,12 @@ def check_graph_replay(tensors, a, options, new_x_seed, tol):
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(y.cpu().double(), ref(*tensors[:5], list(tensors[5:]), a), rtol=tol, atol=tol)
+
+
+def check_without_bias(M, K, C, groups, seed, options, tol, make_inputs=inputs):
+    """A plan with no bias input (the ONNX Gemm without C): the kernel adds none."""
+    x, w, _, gamma, beta, extras = make_inputs(M, K, C, seed)
+    a = attrs(num_groups=groups, post="silu")
+    got, _ = run(x, w, None, gamma, beta, extras, a, options)
+    want = ref(x, w, torch.zeros(C), gamma, beta, extras, a)
+    torch.testing.assert_close(got.cpu().double(), want, rtol=tol, atol=tol)

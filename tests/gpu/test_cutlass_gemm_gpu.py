@@ -12,54 +12,32 @@ output ulp.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from fusedops.errors import FusedopsError
 
+from kernel_support import SKIP_REASON, gen
+
 pytestmark = pytest.mark.gpu
+if SKIP_REASON:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
 
-try:
-    from fusedops.plugins import abi
+from fusedops.plugins import abi  # noqa: E402
 
-    _LIB_ERR = None if abi.has_cuda() else "libfusedops was built without CUDA kernels"
-    if _LIB_ERR is None and not abi.has_cutlass():
-        _LIB_ERR = "libfusedops was built without the CUTLASS kernels (scripts/get_cutlass.sh, then rebuild)"
-except Exception as e:  # noqa: BLE001 - any failure to load the library is a reason to skip
-    abi = None
-    _LIB_ERR = f"fusedops native library not loadable: {e}"
-
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
-if _LIB_ERR:
-    pytest.skip(f"needs the fusedops CUTLASS kernels: {_LIB_ERR}", allow_module_level=True)
+if not abi.has_cutlass():
+    pytest.skip("needs the fusedops CUTLASS kernels: libfusedops was built without them (scripts/get_cutlass.sh, then "
+                "rebuild)", allow_module_level=True)
 if torch.cuda.get_device_capability() != (9, 0):
     cc = "".join(map(str, torch.cuda.get_device_capability()))
     pytest.skip(f"the CUTLASS kernels are built for sm_90a (H100/H200); this GPU is sm_{cc}", allow_module_level=True)
 
-from gemm_plan_helpers import DEV, ULP16, attrs, check_graph_replay, eager, max_err, ref, run  # noqa: E402
+from gemm_plan_helpers import (DEV, ULP16, attrs, check_graph_replay, check_without_bias, eager, inputs,  # noqa: E402
+                               max_err, ref, run)
 
 CUTLASS = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS)
 CUBLASLT = abi.PlanOptions(gemm_kernel=abi.GEMM_CUBLASLT)
 THREE_TF32 = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2)
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def inputs(M, K, C, seed, dtype=torch.float32, n_extra=1, pdtype=torch.float32, x_scale=1.0, x_shift=0.0):
-    g = gen(seed)
-    x = torch.rand(M, K, generator=g) * x_scale + x_shift
-    w = torch.randn(C, K, generator=g) / math.sqrt(K)
-    b = torch.randn(C, generator=g) * 0.5
-    gamma = torch.rand(C, generator=g) + 0.5
-    beta = torch.randn(C, generator=g) * 0.5
-    extras = [torch.randn(C, generator=g) for _ in range(n_extra)]
-    return (x.to(DEV, dtype), w.to(DEV, dtype), b.to(DEV, pdtype), gamma.to(DEV, pdtype), beta.to(DEV, pdtype),
-            [e.to(DEV, pdtype) for e in extras])
 
 
 def assert_close(got, want, tol, what=""):
@@ -206,10 +184,7 @@ def test_16bit_kernels_no_worse_than_eager(dtype, pdtype, chain, G):
 
 
 def test_without_bias():
-    x, w, _, gamma, beta, extras = inputs(200, 64, 256, 6)
-    a = attrs(num_groups=16, post="silu")
-    got, _ = run(x, w, None, gamma, beta, extras, a, CUTLASS)
-    assert_close(got, ref(x, w, torch.zeros(256), gamma, beta, extras, a), 1e-2, "no bias")
+    check_without_bias(200, 64, 256, 16, 6, CUTLASS, 1e-2)
 
 
 def test_large_means_stay_accurate():

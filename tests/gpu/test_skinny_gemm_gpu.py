@@ -9,27 +9,22 @@ output ulp (D is rounded to X's dtype before the GroupNorm, as after cuBLASLt).
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
+from kernel_support import SKIP_REASON
 
 pytestmark = pytest.mark.gpu
+if SKIP_REASON:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
 
-try:
-    from fusedops.plugins import abi
+import gemm_plan_helpers  # noqa: E402
+from fusedops.plugins import abi  # noqa: E402
+from gemm_plan_helpers import (DEV, ULP16, attrs, check_graph_replay, check_without_bias, eager, max_err,  # noqa: E402
+                               plan_for, ref, run)
 
-    _LIB_ERR = None if abi.has_cuda() else "libfusedops was built without CUDA kernels"
-except Exception as e:  # noqa: BLE001 - any failure to load the library is a reason to skip
-    abi = None
-    _LIB_ERR = f"fusedops native library not loadable: {e}"
-
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
-if _LIB_ERR:
-    pytest.skip(f"needs the fusedops CUDA kernels: {_LIB_ERR}", allow_module_level=True)
-
-from gemm_plan_helpers import (DEV, ULP16, attrs, check_graph_replay, eager, inputs, max_err, plan_for,  # noqa: E402
-                               ref, run)
-
+inputs = partial(gemm_plan_helpers.inputs, x_scale=2.0, x_shift=-0.5)  # X spans negative values too
 SKINNY = abi.PlanOptions(gemm_kernel=abi.GEMM_SKINNY)
 CUBLASLT = abi.PlanOptions(gemm_kernel=abi.GEMM_CUBLASLT)
 CHAINS = [("", "leaky_relu(0.01);mul(2)", ""), ("", "", "min"), ("add(@0);hardtanh(-1,1);mish", "", ""),
@@ -70,11 +65,7 @@ def test_16bit_no_worse_than_eager(M, dtype, pdtype):
 
 
 def test_without_bias():
-    x, w, _, gamma, beta, extras = inputs(3, 256, 512, 21)
-    a = attrs(num_groups=32, post="silu")
-    got, _ = run(x, w, None, gamma, beta, extras, a, SKINNY)
-    want = ref(x, w, torch.zeros(512), gamma, beta, extras, a)
-    torch.testing.assert_close(got.cpu().double(), want, rtol=2e-4, atol=2e-4)
+    check_without_bias(3, 256, 512, 32, 21, SKINNY, 2e-4, make_inputs=inputs)
 
 
 def test_misaligned_pointers_run_the_cublaslt_path_of_the_same_plan():
