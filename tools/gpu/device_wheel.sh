@@ -24,12 +24,8 @@ export PYTHONUNBUFFERED=1
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 date -u +"device date: %Y-%m-%dT%H:%M:%SZ"
-if ! $py -c "import scikit_build_core" 2>/dev/null; then  # the build backend, from the carried wheels
-  $py -m pip install -q --no-index --find-links third_party/wheels --target "$work/backend" scikit-build-core ||
-    { echo "scikit-build-core is not installed and not carried in third_party/wheels (see the header)"; exit 1; }
-  export PYTHONPATH="$work/backend${PYTHONPATH:+:$PYTHONPATH}"
-fi
-$py -c "import scikit_build_core; print('scikit-build-core', scikit_build_core.__version__)"
+source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
+$py -c "import scikit_build_core; print('scikit-build-core', scikit_build_core.__version__)" || exit 1
 
 t0=$SECONDS
 if ! $py -m pip wheel . --no-build-isolation --no-deps -w "$work/dist" -C cmake.define.FUSEDOPS_CUDA=ON \
