@@ -1,7 +1,9 @@
-"""Where the host time of one fused-op call goes (GPU machine): per-call enqueue time of the op through each layer
-(the Python wrapper, the raw OpOverload, inference_mode vs no_grad) and a torch.profiler CPU breakdown.
+"""Where the synchronous time of one call goes (GPU machine), for models 1-3 at the given precisions and batches:
+the GPU kernels of one eager and one ModelNew forward (durations from torch.profiler's CUDA activity), the host time
+of the fused op through each layer (the Python wrapper, the raw OpOverload, ModelNew's forward; inference_mode), the
+synchronous per-call time of each next to its CUDA-graph replay, and a torch.profiler CPU breakdown of the op.
 
-    python tools/profile_enqueue.py [--calls 2000]
+    python tools/profile_enqueue.py [--models 1 2 3] [--precisions tf32 bf16] [--batches 1 16] [--calls 2000]
 """
 
 from __future__ import annotations
@@ -9,14 +11,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import defaultdict
 
 import torch
 
+from fusedops.benchmark.timing import dtype_of, precision_mode, time_cuda_graph
 from fusedops.models import get_entry
 from fusedops.plugins import torch_ops
 
 
 def enqueue_us(fn, calls: int) -> float:
+    """Median host time of one call issued back to back (the launch queue kept short)."""
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
@@ -25,43 +30,104 @@ def enqueue_us(fn, calls: int) -> float:
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
-        if i % 256 == 255:  # keep the launch queue short: only host time is measured
+        if i % 256 == 255:
             torch.cuda.synchronize()
     torch.cuda.synchronize()
     return statistics.median(ts) * 1e6
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--calls", type=int, default=2000)
-    a = p.parse_args()
-    torch.set_float32_matmul_precision("high")
-    gn_op, gemm_op = torch_ops.load()
-    for key in ("1", "2", "3"):
-        e = get_entry(key)
-        new = e.build("bench", cls_name="ModelNew").cuda()
-        lin = next(m for m in new.modules() if isinstance(m, torch.nn.Linear))
-        gn = next(m for m in new.modules() if isinstance(m, torch.nn.GroupNorm))
-        x = torch.rand(1, lin.in_features, device="cuda")
-        args = (x, lin.weight, lin.bias, gn.weight, gn.bias, [], gn.num_groups, gn.eps, "", "", "", 1, -1)
-        rows = []
-        for mode, ctx in (("inference_mode", torch.inference_mode), ("no_grad", torch.no_grad)):
-            with ctx():
-                rows.append((f"wrapper {mode}", enqueue_us(lambda: torch_ops.gemm_group_norm_act(*args), a.calls)))
-                rows.append((f"OpOverload {mode}", enqueue_us(lambda: gemm_op(*args), a.calls)))
-                rows.append((f"torch.empty(out)+empty(ws) {mode}", enqueue_us(
-                    lambda: (torch.empty(1, lin.out_features, device="cuda"),
-                             torch.empty(8 << 20, dtype=torch.uint8, device="cuda")), a.calls)))
-                rows.append((f"F.linear alone {mode}", enqueue_us(lambda: torch.nn.functional.linear(
-                    x, lin.weight, lin.bias), a.calls)))
-        print(f"== model {key}: host time per call, median us (batch 1, tf32)")
-        for name, us in rows:
-            print(f"  {name:45s} {us:8.2f}")
-        with torch.inference_mode(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+def sync_us(fn, calls: int) -> float:
+    """Median wall time of one call followed by a synchronisation (what a serving caller waits)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e6
+
+
+def graph_us(fn, x) -> float:
+    return time_cuda_graph(lambda _x: fn(), [x], repeats=100, warmup=5).median_ms * 1e3
+
+
+def kernel_table(fn, runs: int = 20) -> list[tuple[str, float]]:
+    """GPU kernels (and memsets/copies) of one call: name and mean duration over `runs` calls, in launch order."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn()
+        torch.cuda.synchronize()
+    per_name: dict[str, list[float]] = defaultdict(list)
+    order: list[str] = []
+    for ev in prof.events():
+        if ev.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if ev.name not in per_name:
+            order.append(ev.name)
+        per_name[ev.name].append(ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total)
+    return [(n, sum(per_name[n]) / runs) for n in order]
+
+
+def profile(key: str, p: str, batch: int, calls: int) -> None:
+    e = get_entry(key)
+    dev = torch.device("cuda")
+    ref = e.build("bench").to(dev)
+    new = e.build("bench", cls_name="ModelNew").to(dev)
+    new.load_state_dict(ref.state_dict())
+    dt = dtype_of(p)
+    ref, new = ref.to(dt), new.to(dt)
+    x = e.inputs("bench", batch=batch, generator=torch.Generator().manual_seed(1), device=dev, dtype=dt)[0]
+    lin = next(m for m in new.modules() if isinstance(m, torch.nn.Linear))
+    captured = []
+    original = torch_ops.gemm_group_norm_act
+    torch_ops.gemm_group_norm_act = lambda *a, **k: (captured.append((a, k)), original(*a, **k))[1]
+    try:
+        with torch.inference_mode(), precision_mode(p):
+            new(x)
+    finally:
+        torch_ops.gemm_group_norm_act = original
+    args, kwargs = captured[0]
+    op = torch_ops.load()[1]
+    print(f"\n== model {key}, {p}, batch {batch}: {tuple(x.shape)} @ {tuple(lin.weight.shape)}")
+    with torch.inference_mode(), precision_mode(p):
+        calls_of = {
+            "eager forward": lambda: ref(x),
+            "ModelNew forward": lambda: new(x),
+            "wrapper torch_ops.gemm_group_norm_act": lambda: original(*args, **kwargs),
+            "OpOverload": lambda: op(*args, **kwargs),
+        }
+        print(f"  {'call':42s} {'enqueue us':>10s} {'sync us':>9s} {'graph us':>9s} {'sync-graph':>10s}")
+        for name, fn in calls_of.items():
+            enq, syn, gr = enqueue_us(fn, calls), sync_us(fn, min(calls, 500)), graph_us(fn, x)
+            print(f"  {name:42s} {enq:10.2f} {syn:9.2f} {gr:9.2f} {syn - gr:10.2f}")
+        for name in ("eager forward", "ModelNew forward"):
+            print(f"  GPU activity of one {name}:")
+            for kname, us in kernel_table(calls_of[name]):
+                print(f"    {us:8.2f} us  {kname[:110]}")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             for _ in range(200):
-                gemm_op(*args)
+                op(*args, **kwargs)
             torch.cuda.synchronize()
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["1", "2", "3"])
+    ap.add_argument("--precisions", nargs="+", default=["tf32", "bf16"])
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 16])
+    ap.add_argument("--calls", type=int, default=2000)
+    a = ap.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    for key in a.models:
+        for p in a.precisions:
+            for b in a.batches:
+                profile(key, p, b, a.calls)
 
 
 if __name__ == "__main__":

@@ -220,6 +220,44 @@ def test_column_slice_epilogue_walks_rows(shape, G, chain, dtype, rows):
                                atol=TOL32 if dtype == torch.float32 else 2 * ULP16[dtype])
 
 
+def _plan_kernels(x, gamma, beta, a, options=None) -> str:
+    d, _ = abi.describe(abi.parse_attributes("GroupNormAct", a),
+                        [abi.tensor_desc(t.dtype, tuple(t.shape)) for t in (x, gamma, beta)])
+    return abi.Plan(d, x.device.index, options).kernels
+
+
+@pytest.mark.parametrize("reduce", ["min", "max", "sum", "mean", "logsumexp"])
+@pytest.mark.parametrize("shape,G,dtype,slices", [
+    ((1, 8192), 512, torch.float32, 8),     # model 2 at batch 1: one cluster of 8 slices
+    ((16, 8192), 512, torch.bfloat16, 4),   # model 2 rows in bfloat16: 4 slices of 8-element vectors
+    ((1000, 8192), 256, torch.float32, 8),  # many clusters, each block walking several rows
+    ((7, 4096), 128, torch.float16, 2),
+    ((3, 2048), 64, torch.float32, 2),
+    ((5, 512), 32, torch.float32, 1),       # one slice: no cluster
+])
+def test_row_reduction_by_a_cluster_of_slices(shape, G, dtype, slices, reduce):
+    """A channel reduction of rows (model 2's min) cuts each row into slices whose partials one thread-block cluster
+    combines (sm_90): equal to the float64 reference (NaN propagated from a poisoned element) and to the whole-row
+    block it replaced (option reduce_whole_row)."""
+    x = (torch.randn(*shape, generator=gen(60)) * 2 + 0.3).to(DEV, dtype)
+    x[0, shape[1] // 3] = float("nan")
+    gamma, beta = params(shape[1], 0, 61, dtype)
+    a = attrs(num_groups=G, post="silu", reduce=reduce)
+    kernels = _plan_kernels(x, gamma, beta, a)
+    on_hopper = torch.cuda.get_device_capability(DEV)[0] >= 9
+    assert (",cluster" in kernels) == (on_hopper and slices > 1), kernels
+    assert f"slices={slices if on_hopper else 1}" in kernels, kernels
+    whole = abi.PlanOptions(reduce_whole_row=True)
+    assert "cluster" not in _plan_kernels(x, gamma, beta, a, whole)
+    got = run_gn(x, gamma, beta, [], a)
+    assert got.shape == (shape[0],)
+    tol = dict(rtol=TOL32, atol=TOL32) if dtype == torch.float32 else dict(rtol=2.0**-7, atol=4 * ULP16[dtype])
+    want = ref_gn(x, gamma, beta, [], a)
+    torch.testing.assert_close(got.cpu().double(), want, equal_nan=True, **tol)
+    assert torch.isnan(got[0]) and not torch.isnan(got[1:]).any()
+    torch.testing.assert_close(got, run_gn(x, gamma, beta, [], a, whole), equal_nan=True, **tol)
+
+
 @pytest.mark.parametrize("shape,G,chain,dtype", [
     ((2, 16, 160, 160), 4, ("gelu", "", ""), torch.float32),                       # 7 chunks a group
     ((1, 8, 258, 258), 1, ("", "", ""), torch.float32),                            # batch 1, one group of 33 chunks

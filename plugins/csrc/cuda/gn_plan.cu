@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/message.h"
+#include "cuda/device_query.h"
 #include "cuda/gn_kernels.cuh"
 
 namespace fusedops {
@@ -29,6 +30,7 @@ struct GnStep {
   uint32_t tickets = 0;
   int64_t groups = 0;        // gn_finalize_kernel's count; the memset's counter count
   int64_t group_offset = 0;  // first group of a wave
+  unsigned cluster = 1;      // > 1: launched as thread-block clusters of this many blocks along x
 };
 
 // One way to run the op, valid for pointers aligned as stated. Variants are tried in order of preference.
@@ -44,42 +46,6 @@ struct GnVariant {
 
 bool aligned(const void* ptr, size_t bytes) { return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
-
-struct DeviceInfo {
-  int sms = 132;
-  int l2 = 0;
-};
-DeviceInfo device_info() {
-  DeviceInfo info;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&info.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&info.l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess || info.sms <= 0) {
-    cudaGetLastError();  // clear: an unanswered query falls back to an H100/H200-like default
-    info.sms = 132;
-    info.l2 = 0;
-  }
-  return info;
-}
-
-// Resident blocks an SM keeps of `kernel` (0 when the occupancy calculator does not answer).
-int blocks_per_sm(const void* kernel, int threads, size_t smem) {
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return per_sm;
-}
-
-bool allow_smem(const void* kernel, size_t smem) {
-  if (smem <= 48 * 1024) return true;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
 
 // Rows a block of the column-slice epilogue walks: enough to amortise the parameter loads while keeping about one
 // full wave of blocks on the device. Rounded up, so the blocks fit in one wave: rounding down gave model 2's
@@ -112,6 +78,21 @@ GnStep launch_step(const void* func, Args args, dim3 grid, dim3 block, size_t sm
   s.block = block;
   s.smem = smem;
   return s;
+}
+
+cudaError_t launch_clusters(const GnStep& s, void** args, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = s.grid;
+  cfg.blockDim = s.block;
+  cfg.dynamicSmemBytes = s.smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = s.cluster;
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelExC(&cfg, s.func, args);
 }
 
 // The pre chain's specialisation on the split paths (vector widths have it; the scalar path interprets any chain).
@@ -149,8 +130,8 @@ const void* onepass_kernel(int vec_n, int pre_kind) {
 }
 
 template <typename T, int VEC, int KV>
-const void* tile_kernel(bool one_extra, bool reduce) {
-  if (!reduce)
+const void* tile_kernel(bool one_extra, bool whole_row) {
+  if (!whole_row)
     return one_extra ? reinterpret_cast<const void*>(gn_row_tile_kernel<T, VEC, KV, 1, 256>)
                      : reinterpret_cast<const void*>(gn_row_tile_kernel<T, VEC, KV, 0, 256>);
   return one_extra ? reinterpret_cast<const void*>(gn_row_tile_kernel<T, VEC, KV, 1, 512>)
@@ -187,13 +168,24 @@ GnVariant plan_row(const fusedops_groupnorm_desc& d, const GnPlan& plan, bool ve
   // Column-slice kernel that walks several rows (the measured-fastest); the register kernel for more than one extra
   // input or when asked for.
   if (!o.epilogue_register && vec && pow2_groups && nex <= 1 && (!reduce || nvec_reg <= 4 * 512)) {
-    const int kv = !reduce || nvec_reg <= 512 ? 1 : nvec_reg <= 1024 ? 2 : 4;
-    const int64_t warps_needed = ceil_div(ceil_div(nvec_reg, kv), 32);
-    const int64_t threads = reduce ? warps_needed * 32 : std::min<int64_t>(kRegSliceThreads, warps_needed * 32);
-    const int64_t slices = ceil_div(nvec_reg, threads * kv);
-    const void* kernel = kv == 1   ? tile_kernel<T, kVec, 1>(nex == 1, reduce)
-                         : kv == 2 ? tile_kernel<T, kVec, 2>(nex == 1, reduce)
-                                   : tile_kernel<T, kVec, 4>(nex == 1, reduce);
+    // A channel reduction cuts its row into slices too where one cluster can combine them (sm_90, at most 8
+    // slices), else it keeps the whole row in one block.
+    bool whole_row = reduce && (o.reduce_whole_row || dev.cc_major < 9);
+    int kv = 1;
+    int64_t threads = 0, slices = 0;
+    const void* kernel = nullptr;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      kv = !whole_row || nvec_reg <= 512 ? 1 : nvec_reg <= 1024 ? 2 : 4;
+      const int64_t warps_needed = ceil_div(ceil_div(nvec_reg, kv), 32);
+      threads = whole_row ? warps_needed * 32 : std::min<int64_t>(kRegSliceThreads, warps_needed * 32);
+      slices = ceil_div(nvec_reg, threads * kv);
+      kernel = kv == 1   ? tile_kernel<T, kVec, 1>(nex == 1, whole_row)
+               : kv == 2 ? tile_kernel<T, kVec, 2>(nex == 1, whole_row)
+                         : tile_kernel<T, kVec, 4>(nex == 1, whole_row);
+      if (!reduce || whole_row || slices == 1 || fits_clusters(kernel, dev, int(slices), int(threads), 0)) break;
+      whole_row = true;
+    }
+    const unsigned cluster = reduce && slices > 1 ? unsigned(slices) : 1u;
     const int rows = tile_rows(d.N, slices, threads, kernel, dev, o.epilogue_rows);
     const int64_t blocks = ceil_div(d.N, rows) * slices;
     if (blocks <= INT32_MAX) {
@@ -201,8 +193,10 @@ GnVariant plan_row(const fusedops_groupnorm_desc& d, const GnPlan& plan, bool ve
       s.lpg = int(lpg);
       s.slices = int(slices);
       s.rows = rows;
+      s.cluster = cluster;
       v.steps.push_back(s);
-      v.text = format("gn_row_tile(%s,kv=%d,rows=%d,slices=%lld)", vec_text(vec_n), kv, rows, (long long)slices);
+      v.text = format("gn_row_tile(%s,kv=%d,rows=%d,slices=%lld%s)", vec_text(vec_n), kv, rows, (long long)slices,
+                      cluster > 1 ? ",cluster" : "");
       return v;
     }
   }
@@ -434,7 +428,8 @@ cudaError_t run_gn(const GnLaunchPlan& lp, const GnPointers& a, cudaStream_t str
       case Args::P_LPG_SLICES: args[1] = &lpg, args[2] = &slices; break;
       case Args::P_LPG_SLICES_ROWS: args[1] = &lpg, args[2] = &slices, args[3] = &rows; break;
     }
-    const cudaError_t e = cudaLaunchKernel(s.func, s.grid, s.block, args, s.smem, stream);
+    const cudaError_t e = s.cluster > 1 ? launch_clusters(s, args, stream)
+                                        : cudaLaunchKernel(s.func, s.grid, s.block, args, s.smem, stream);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -165,6 +165,8 @@ typedef struct {
   int32_t fp32_gemm;          /* float32 X with allow_tf32 = 0: 0 = the planner's choice, 1 = strict FP32 (cuBLASLt),
                                  2 = 3xTF32 (CUTLASS, sm_90) */
   int32_t cutlass_config;     /* k > 0: the k-th CUTLASS tile configuration of the mode (A/B timing); 0 = default */
+  int32_t reduce_whole_row;   /* 1: a channel reduction over S == 1 rows keeps each row in one block (the layout
+                                 before sm_90) instead of slices combined by a thread-block cluster */
 } fusedops_plan_options;
 
 /* ---- The GEMM of GemmGroupNormAct: which kernel a plan runs ---------------------------------------------------- */
