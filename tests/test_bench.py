@@ -1,6 +1,7 @@
 """fusedops bench on a machine without CUDA: the clear error, and the report logic (ratios, targets, outputs)."""
 
 import json
+import time
 from dataclasses import asdict
 
 import pytest
@@ -116,6 +117,27 @@ def test_latency_targets_judge_each_rule():
     assert got["host enqueue of the fused op (tf32, batch 1), us"] == (16.0, False)
     assert got["reference batch sync / graph replay (tf32)"] == (round(0.420 / 0.41, 3), True)
     assert got["reference batch ORT fused / PyTorch fused (tf32)"] == (round(0.460 / 0.420, 3), False)
+
+
+def test_interleaved_sync_alternates_variants_in_rounds(monkeypatch):
+    """The synchronous times of eager and fused are taken in alternating blocks (the ratio then compares the same
+    moments of a shared machine), each variant getting its share of the calls and its own median."""
+    from fusedops.benchmark import latency
+
+    monkeypatch.setattr(latency.torch.cuda, "synchronize", lambda: None)
+    order: list[str] = []
+
+    def slow(x):  # a measurably slower variant
+        order.append("slow")
+        end = time.perf_counter() + 2e-4
+        while time.perf_counter() < end:
+            pass
+
+    got = latency.interleaved_sync_ms({"fast": lambda x: order.append("fast"), "slow": slow}, [0, 1, 2], calls=6,
+                                      rounds=3)
+    timed = order[20:]  # after 10 warm-up calls of each
+    assert timed == (["fast"] * 2 + ["slow"] * 2) * 3
+    assert got["slow"] >= 0.2 > got["fast"]
 
 
 def test_latency_needs_a_gpu_and_valid_arguments(monkeypatch):

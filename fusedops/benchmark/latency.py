@@ -3,6 +3,7 @@
 For each model, precision (fp32 / tf32 / bf16) and batch, every variant is timed four ways:
 
   sync_ms     median wall time of one call followed by torch.cuda.synchronize(): what a serving process waits for
+              (eager, fused and fused_op measured in alternating rounds, so the ratios compare the same moments)
   enqueue_us  median host time of one call issued back to back without synchronising: the launch overhead
   b2b_ms      back-to-back throughput: wall time of ``calls`` calls issued back to back, synchronised once, / calls
   graph_ms    median CUDA-event time of one CUDA-graph replay of the call (eager and fused): GPU time alone
@@ -92,21 +93,23 @@ class LatencyReport:
 # ---------------------------------------------------------------------------------------------------------------------
 
 def measure(fn: Callable[[torch.Tensor], object], xs: Sequence[torch.Tensor], calls: int, warmup: int = 10,
-            host_only: bool = False) -> tuple[float, float | None, float | None]:
+            host_only: bool = False, sync: bool = True) -> tuple[float | None, float | None, float | None]:
     """(sync_ms, enqueue_us, b2b_ms) of fn over the inputs in rotation. ``host_only``: fn synchronises itself (its
-    back-to-back numbers would repeat the synchronous ones), so only sync_ms is returned."""
+    back-to-back numbers would repeat the synchronous ones), so only sync_ms is returned. ``sync=False``: sync_ms is
+    measured elsewhere (interleaved_sync_ms) and returned as None."""
     n = len(xs)
     for i in range(warmup):
         fn(xs[i % n])
     torch.cuda.synchronize()
-    sync = []
-    for i in range(calls):
+    sync_times = []
+    for i in range(calls if sync else 0):
         t0 = time.perf_counter()
         fn(xs[i % n])
         torch.cuda.synchronize()
-        sync.append(time.perf_counter() - t0)
+        sync_times.append(time.perf_counter() - t0)
+    sync_ms = statistics.median(sync_times) * 1e3 if sync_times else None
     if host_only:
-        return statistics.median(sync) * 1e3, None, None
+        return sync_ms, None, None
     host = []
     start = time.perf_counter()
     for i in range(calls):
@@ -115,7 +118,29 @@ def measure(fn: Callable[[torch.Tensor], object], xs: Sequence[torch.Tensor], ca
         host.append(time.perf_counter() - t0)
     torch.cuda.synchronize()
     total = time.perf_counter() - start
-    return statistics.median(sync) * 1e3, statistics.median(host) * 1e6, total / calls * 1e3
+    return sync_ms, statistics.median(host) * 1e6, total / calls * 1e3
+
+
+def interleaved_sync_ms(fns: dict[str, Callable[[torch.Tensor], object]], xs: Sequence[torch.Tensor], calls: int,
+                        rounds: int = 5) -> dict[str, float]:
+    """Median synchronous time of each callable over ``calls`` calls, taken in ``rounds`` alternating blocks: a change
+    of the shared machine's state (other tenants, clocks) then falls on every variant alike instead of on whichever
+    ran at that moment (eager's batch-1 time moved 73 -> 89 us between two runs of 2026-11-23 on the H200)."""
+    n = len(xs)
+    for fn in fns.values():
+        for i in range(10):
+            fn(xs[i % n])
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    per_round = max(1, calls // rounds)
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            for i in range(per_round):
+                t0 = time.perf_counter()
+                fn(xs[i % n])
+                torch.cuda.synchronize()
+                samples[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) * 1e3 for k, v in samples.items()}
 
 
 def _graph_ms(fn, xs, calls: int) -> float | None:
@@ -189,28 +214,33 @@ def _bench_model(entry, precisions, batches, compile_modes, compile_batches, cal
             b = ref_batch if batch == "ref" else int(batch)
             xs = [entry.inputs("bench", batch=b, generator=gen, device=dev, dtype=dt)[0] for _ in range(3)]
             with precision_mode(p), torch.inference_mode():
-                def add(variant, fn, graph=False, note="", host_only=False):
+                def add(variant, fn, graph=False, note="", host_only=False, sync_ms=None):
                     log(f"{entry.key} {p} batch {b}: {variant}")
-                    s, e, t = measure(fn, xs, calls, host_only=host_only)
+                    s, e, t = measure(fn, xs, calls, host_only=host_only, sync=sync_ms is None)
+                    s = s if sync_ms is None else sync_ms
                     g = _graph_ms(fn, xs, calls) if graph else None
                     rows.append(LatencyRow(entry.key, variant, p, b, round(s, 4), None if e is None else round(e, 2),
                                            None if t is None else round(t, 4), None if g is None else round(g, 4),
                                            note))
 
-                add("eager", ref_p, graph=True)
+                captured: list = []
+                with _captured_op_call(captured):
+                    new_p(xs[0])
+                paired = {"eager": ref_p, "fused": new_p}
+                if captured:
+                    op, args, kwargs = captured[0]
+                    paired["fused_op"] = lambda _x, op=op, args=args, kwargs=kwargs: op(*args, **kwargs)
+                sync = interleaved_sync_ms(paired, xs, calls)
+                add("eager", ref_p, graph=True, sync_ms=sync["eager"])
                 for mode in compile_modes if batch in compile_batches else ():
                     torch._dynamo.reset()
                     compiled = torch.compile(ref_p, mode=None if mode == "default" else mode, dynamic=False)
                     add(f"compile:{mode}", compiled)
                     del compiled
-                add("fused", new_p, graph=True)
-                captured: list = []
-                with _captured_op_call(captured):
-                    new_p(xs[0])
-                if captured:
-                    op, args, kwargs = captured[0]
-                    add("fused_op", lambda _x, op=op, args=args, kwargs=kwargs: op(*args, **kwargs),
-                        note="the fused op alone, same arguments every call")
+                add("fused", new_p, graph=True, sync_ms=sync["fused"])
+                if "fused_op" in paired:
+                    add("fused_op", paired["fused_op"], note="the fused op alone, same arguments every call",
+                        sync_ms=sync["fused_op"])
             if sessions is not None and p in ("fp32", "tf32"):
                 _ort_variants(entry, sessions, p, b, xs, calls, rows, log)
             del xs
