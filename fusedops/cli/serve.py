@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..serve.backends import BACKENDS
-from ..serve.server import ServeOptions, serve
+from ..serve.server import SERVERS, ServeOptions, serve
+from ..serve.tritonserver import serve_tritonserver
 
 NAME = "serve"
 HELP = "serve a fused model on Triton (PyTriton), KServe v2 over HTTP and gRPC"
@@ -14,6 +15,10 @@ def add_arguments(p) -> None:
     p.add_argument("--backend", choices=["auto", *BACKENDS], default="auto",
                    help="auto: TensorRT engine > ORT CUDA EP > PyTorch CUDA ops > ORT CPU, the first that can serve "
                         "the source here; torch-eager serves the unfused reference Model (a baseline)")
+    p.add_argument("--server", choices=SERVERS, default="tritonserver",
+                   help="tritonserver (default): PyTriton's bundled tritonserver runs the model in its Python-backend "
+                        "stub; pytriton: PyTriton's proxy to this process (≈ 3 ms more a request, docs/serving.md; "
+                        "also serves TensorRT engines)")
     p.add_argument("--size", choices=["small", "bench"], default="small", help="size of a reference model key")
     p.add_argument("--model-name", default="fusedops", help="the name clients address (default fusedops)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
@@ -32,8 +37,9 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> int:
-    return serve(ServeOptions(source=a.source, backend=a.backend, size=a.size, model_name=a.model_name, host=a.host,
+    run_server = serve_tritonserver if a.server == "tritonserver" else serve
+    return run_server(ServeOptions(source=a.source, backend=a.backend, size=a.size, model_name=a.model_name, host=a.host,
                               http_port=a.http_port, grpc_port=a.grpc_port,
                               metrics_port=a.metrics_port or None, max_batch_size=a.max_batch_size,
                               max_queue_delay_us=a.max_queue_delay_us, exit_timeout_s=a.exit_timeout,
-                              log_verbose=a.log_verbose, triton_log=a.triton_log))
+                              log_verbose=a.log_verbose, triton_log=a.triton_log, server=a.server))
