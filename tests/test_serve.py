@@ -1,5 +1,6 @@
-"""`fusedops serve` for real: a Triton server (PyTriton) in a subprocess on free loopback ports serving the fused
-model 1 on ONNX Runtime CPU with libfusedops_ort.so, real tritonclient clients over HTTP and gRPC.
+"""`fusedops serve` for real: its default server (PyTriton's bundled tritonserver, the model in the Python-backend
+stub) in a subprocess on free loopback ports serving the fused model 1 on ONNX Runtime CPU with libfusedops_ort.so,
+real tritonclient clients over HTTP and gRPC. PyTriton's own path (``--server pytriton``): test_serve_pytriton.py.
 
 Every check compares with eager PyTorch in float64. Servers are always torn down (SIGTERM, then the process group is
 killed if it does not exit); every client call has a timeout.
@@ -75,7 +76,7 @@ def _grpc_infer(srv, x):
 
 
 def test_ready_and_metadata(server):
-    assert "on ort-cpu (cpu)" in server.ready_line
+    assert "on ort-cpu (cpu) via tritonserver" in server.ready_line
     with httpclient.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) as c:
         assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("fusedops")
         md = c.get_model_metadata("fusedops")
@@ -107,6 +108,16 @@ def test_eight_concurrent_clients_nothing_lost_nothing_wrong(server, protocol, b
     for p in result["points"]:
         assert p["ok"] > 8 and p["wrong"] == 0 and p["errors"] == 0 and p["lost"] == 0, p
         assert p["requests"] == p["ok"]
+    assert result["ok"]
+
+
+def test_load_spread_over_client_processes(server):
+    """--processes 2: two spawned client processes share each point; their tallies merge, every response checked."""
+    result = run_loadtest(LoadOptions(url=server.grpc_url, reference="1", concurrency=[1, 4], duration_s=1.0,
+                                      timeout_s=TIMEOUT_S, tolerance="fp32", processes=2))
+    for p in result["points"]:
+        assert p["ok"] > 4 and p["wrong"] == p["errors"] == p["lost"] == 0, p
+        assert len({p["p50_ms"], p["p99_ms"]}) == 2 and p["throughput_inf_s"] > 0
     assert result["ok"]
 
 

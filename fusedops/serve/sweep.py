@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -85,7 +86,7 @@ def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
 
 def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdir: Path, concurrency: list[int],
                     durations: dict[int, float], tolerance: str, max_queue_delay_us: int,
-                    server_kind: str = "tritonserver") -> dict:
+                    server_kind: str = "tritonserver", client_processes: int = 1) -> dict:
     server = start_server(source, workdir, "--backend", backend, "--size", size, "--max-batch-size",
                           str(max(concurrency)), "--max-queue-delay-us", str(max_queue_delay_us),
                           "--server", server_kind)
@@ -94,7 +95,7 @@ def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdi
         for c in concurrency:
             r = run_loadtest(LoadOptions(url=server.grpc_url, reference=model_key, size=size, protocol="grpc",
                                          concurrency=[c], batch=[1], duration_s=durations.get(c, 10.0),
-                                         tolerance=tolerance))
+                                         tolerance=tolerance, processes=client_processes))
             points += r["points"]
         return {"source": source, "backend": backend, "server": server_kind, "ready_line": server.ready_line,
                 "points": points}
@@ -102,6 +103,12 @@ def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdi
         rc = server.stop()
         if rc != 0:
             print(f"sweep: server for {backend} exited with {rc}", file=sys.stderr)
+
+
+def default_client_processes() -> int:
+    """Half the machine's cores, at most 8: enough client processes that the client does not cap the throughput
+    at concurrency 64 (one sends a few thousand requests/s), leaving the rest to the server. 1 on 2 cores."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
 def evaluate(fused_points: list[dict], inproc: dict) -> dict:
@@ -127,7 +134,8 @@ def evaluate(fused_points: list[dict], inproc: dict) -> dict:
 def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backend: str = "auto",
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
               tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False,
-              compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False) -> dict:
+              compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
+              client_processes: int | None = None) -> dict:
     """The fused model behind the default server (its points are judged against the targets), then, unless skipped,
     the same model behind PyTriton's proxy and eager PyTorch behind PyTriton for ``compare_durations`` (default:
     ``durations``)."""
@@ -135,6 +143,7 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
     compare_durations = compare_durations or durations
+    client_processes = client_processes or default_client_processes()
     onnx_path = out / f"model{model_key}_{size}.onnx"
     if not onnx_path.is_file():
         export(model_key, str(onnx_path), size=size)
@@ -142,17 +151,18 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
     source = model_key if fused_backend in ("torch-cuda",) else str(onnx_path)
     report = {"date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),
               "model": model_key, "size": size, "concurrency": concurrency,
-              "durations_s": {str(k): v for k, v in durations.items()}, "max_queue_delay_us": max_queue_delay_us}
+              "durations_s": {str(k): v for k, v in durations.items()}, "max_queue_delay_us": max_queue_delay_us,
+              "client_processes": client_processes}
     report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
-                                      tolerance, max_queue_delay_us)
+                                      tolerance, max_queue_delay_us, client_processes=client_processes)
     if not skip_pytriton:
         report["fused_pytriton"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused_pytriton",
                                                    concurrency, compare_durations, tolerance, max_queue_delay_us,
-                                                   "pytriton")
+                                                   "pytriton", client_processes)
     if not skip_baseline:
         report["eager_baseline"] = _serve_and_load(model_key, "torch-eager", model_key, size, out / "eager",
                                                    concurrency, compare_durations, tolerance, max_queue_delay_us,
-                                                   "pytriton")
+                                                   "pytriton", client_processes)
     report["inprocess_modelnew"] = inprocess_latency(model_key, size)
     report["targets"] = evaluate(report["fused"]["points"], report["inprocess_modelnew"])
     _atomic_write(out / "serve_sweep.json", json.dumps(report, indent=1, default=str).encode())
@@ -203,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-queue-delay-us", type=int, default=100)
     p.add_argument("--compare-durations", nargs="+", default=None,
                    help="CONCURRENCY:SECONDS for the PyTriton sides (fused and eager); default --durations")
+    p.add_argument("--client-processes", type=int, default=None,
+                   help="load-test client processes (default: half the cores, at most 8)")
     p.add_argument("--skip-baseline", action="store_true", help="no eager PyTorch side")
     p.add_argument("--skip-pytriton", action="store_true", help="no fused side behind PyTriton's proxy")
     a = p.parse_args(argv)
@@ -213,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             raise FusedopsError(f"--compare-durations names concurrencies {sorted(compare)}, --durations "
                                 f"{sorted(durations)}; give the same")
         report = run_sweep(Path(a.out), a.model, a.size, a.backend, sorted(durations), durations, a.tolerance,
-                           a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton)
+                           a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton, a.client_processes)
     except FusedopsError as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2
