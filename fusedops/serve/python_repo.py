@@ -12,14 +12,16 @@ run a Python with fusedops installed (the stub imports it).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
+from fusedops import ort as fo_ort
 from fusedops.errors import FusedopsError
 
-from .backends import TensorSpec
-from .repository import RepoOptions, build_config, config_text, parse_config
+from .backends import TensorSpec, onnx_specs
+from .repository import RepoOptions, RepoResult, build_config, config_text, parse_config
 
 MODEL_FILE = Path(__file__).with_name("triton_model.py")
 ONNX_FILE = "model.onnx"
@@ -64,3 +66,37 @@ def write_python_model(out: Path, model_name: str, source: str, backend: str, si
         shutil.copyfile(source, model_dir / "1" / ONNX_FILE)
     (model_dir / "config.pbtxt").write_text(text)
     return model_dir, batched
+
+
+def write_python_repository(o: RepoOptions, runtime: str = "auto") -> RepoResult:
+    """`fusedops repo SOURCE.onnx --backend python`: the fused ONNX served by ``runtime`` (ort-cpu / ort-cuda; auto:
+    ort-cuda when libfusedops_ort.so was built with CUDA) in the Python backend of your tritonserver. That server's
+    Python must have fusedops (and onnxruntime) installed: the stub imports them."""
+    if not o.source.lower().endswith(".onnx") or not Path(o.source).is_file():
+        raise FusedopsError(f"--backend python serves a fused .onnx file; {o.source!r} is not one")
+    if runtime == "auto":
+        runtime = "ort-cuda" if fo_ort.library_has_cuda() else "ort-cpu"
+    if runtime not in ("ort-cpu", "ort-cuda"):
+        raise FusedopsError(f"--runtime must be ort-cpu or ort-cuda for an ONNX model, got {runtime!r}")
+    if not o.model_name or not all(c.isalnum() or c in "._-" for c in o.model_name):
+        raise FusedopsError(f"model name {o.model_name!r} may hold only letters, digits, '.', '_' and '-'")
+    if o.max_batch_size < 1 or o.instances < 1 or o.max_queue_delay_us < 0:
+        raise FusedopsError("--max-batch-size and --instances must be >= 1, --max-queue-delay-us >= 0")
+    out = Path(o.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise FusedopsError(f"--out {str(out)!r} exists and is not a folder")
+    kind = ("gpu" if runtime == "ort-cuda" else "cpu") if o.kind == "auto" else o.kind
+    inputs, outputs = onnx_specs(o.source)
+    model_dir, batched = write_python_model(out, o.model_name, o.source, runtime, "small", inputs, outputs,
+                                            max_batch_size=o.max_batch_size,
+                                            max_queue_delay_us=o.max_queue_delay_us, instances=o.instances,
+                                            kind=kind, force=o.force)
+    notes = [f"the model runs {runtime} in the Python backend's stub: that Python needs fusedops installed"]
+    if not batched:
+        notes.append("served unbatched (max_batch_size 0, no dynamic batching): an input or output does not keep "
+                     "the batch in dim 0")
+    command = f"tritonserver --model-repository={(o.server_path or str(out.resolve())).rstrip('/')}"
+    (out / "fusedops_repo.json").write_text(json.dumps(
+        {"model": o.model_name, "backend": "python", "runtime": runtime, "source": str(o.source), "batched": batched,
+         "command": command, "notes": notes}, indent=1))
+    return RepoResult(model_dir, model_dir / "config.pbtxt", model_dir / "1" / "model.py", command, batched, notes)
