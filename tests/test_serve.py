@@ -29,7 +29,7 @@ from fusedops.api import export  # noqa: E402
 from fusedops.models.registry import get_entry  # noqa: E402
 from fusedops.serve.loadtest import LoadOptions, run_loadtest  # noqa: E402
 from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
-from fusedops.serve.server import TEST_DELAY_ENV  # noqa: E402
+from fusedops.serve.server import TEST_DELAY_ENV, ServeOptions, resolve_server  # noqa: E402
 
 ATOL = RTOL = 1e-4  # float32 on the CPU against float64
 TIMEOUT_S = 30.0
@@ -249,6 +249,13 @@ def test_serve_port_in_use_is_named(model1_onnx, capsys):
         s.listen()
         rc, err = _cli(capsys, "serve", str(model1_onnx), "--http-port", str(port))
     assert rc == 2 and f"http port {port} on 127.0.0.1 is not free" in err, err
+
+
+def test_server_auto_is_tritonserver_except_for_engines():
+    assert resolve_server(ServeOptions(source="m.onnx")) == "tritonserver"
+    assert resolve_server(ServeOptions(source="1")) == "tritonserver"
+    assert resolve_server(ServeOptions(source="m.plan")) == resolve_server(ServeOptions(source="m.ENGINE")) == "pytriton"
+    assert resolve_server(ServeOptions(source="m.plan", server="tritonserver")) == "tritonserver"
 
 
 def test_serve_unavailable_backend_says_why(model1_onnx, capsys):

@@ -85,7 +85,9 @@ def write_python_repository(o: RepoOptions, runtime: str = "auto") -> RepoResult
     out = Path(o.out).expanduser()
     if out.exists() and not out.is_dir():
         raise FusedopsError(f"--out {str(out)!r} exists and is not a folder")
-    kind = ("gpu" if runtime == "ort-cuda" else "cpu") if o.kind == "auto" else o.kind
+    # KIND_CPU by default, as PyTriton deploys its Python models: the stub's ONNX Runtime puts the work on GPU 0
+    # itself, and a KIND_GPU Python model would only add Triton's CUDA memory pool, which host tensors do not use.
+    kind = "cpu" if o.kind == "auto" else o.kind
     inputs, outputs = onnx_specs(o.source)
     model_dir, batched = write_python_model(out, o.model_name, o.source, runtime, "small", inputs, outputs,
                                             max_batch_size=o.max_batch_size,

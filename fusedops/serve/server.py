@@ -28,7 +28,7 @@ import numpy as np
 
 from fusedops.errors import FusedopsError
 
-from .backends import ServedModel, open_backend
+from .backends import ENGINE_SUFFIXES, ServedModel, open_backend
 
 LOOPBACK = "127.0.0.1"
 
@@ -48,10 +48,19 @@ class ServeOptions:
     exit_timeout_s: int = 10
     log_verbose: int = 0
     triton_log: str | None = None  # tritonserver's own log file; None: a fresh temporary file (named when ready)
-    server: str = "tritonserver"  # tritonserver: the model in the Python-backend stub; pytriton: PyTriton's proxy
+    # tritonserver: the model in the Python-backend stub; pytriton: PyTriton's proxy to this process; auto:
+    # tritonserver, except pytriton for a TensorRT engine (the stub path serves ONNX Runtime and PyTorch)
+    server: str = "auto"
 
 
-SERVERS = ("tritonserver", "pytriton")
+SERVERS = ("auto", "tritonserver", "pytriton")
+
+
+def resolve_server(o: ServeOptions) -> str:
+    """The serving path ``o.server`` names ("auto" resolved by the source's kind)."""
+    if o.server != "auto":
+        return o.server
+    return "pytriton" if Path(o.source).suffix.lower() in ENGINE_SUFFIXES else "tritonserver"
 
 
 def is_loopback(host: str) -> bool:

@@ -133,7 +133,7 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
     log_path = Path(o.triton_log) if o.triton_log else workspace / "triton.log"
     _, batched = write_python_model(workspace / "repo", o.model_name, source, backend, o.size, inputs, outputs,
                                     max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
-                                    kind="gpu" if backend in ("ort-cuda", "torch-cuda") else "cpu",
+                                    kind="cpu",  # as PyTriton's: the stub itself puts its work on the GPU
                                     sys_path=[p for p in sys.path if p], copy_source=False)
     backends = _backend_folder(workspace, python_backend, stub)
     token = secrets.token_urlsafe(16)
