@@ -78,6 +78,8 @@ def check_port_free(host: str, port: int, what: str) -> None:
         raise FusedopsError(f"{what} port {port} is not a TCP port (1-65535)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
+        # as the servers bind theirs: connections of an earlier server still in TIME_WAIT do not make it busy
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
