@@ -251,6 +251,24 @@ def test_serve_port_in_use_is_named(model1_onnx, capsys):
     assert rc == 2 and f"http port {port} on 127.0.0.1 is not free" in err, err
 
 
+def test_port_with_connections_in_time_wait_counts_as_free():
+    """A server restarted on its port: the last one's closed connections (TIME_WAIT) do not block the bind."""
+    import socket
+
+    from fusedops.serve.server import check_port_free
+
+    (port,) = free_loopback_ports(1)
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # the server side closes first: its end of the connection waits in TIME_WAIT
+        client.close()
+    check_port_free("127.0.0.1", port, "http")  # raises if the port were reported busy
+
+
 def test_server_auto_is_tritonserver_except_for_engines():
     assert resolve_server(ServeOptions(source="m.onnx")) == "tritonserver"
     assert resolve_server(ServeOptions(source="1")) == "tritonserver"
