@@ -112,3 +112,25 @@ def test_bundled_tritonserver_serves_the_cli_repository(exported, tmp_path, caps
     finally:
         proc.terminate()
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+
+
+def test_a_model_the_stub_cannot_load_is_one_clear_error(exported, tmp_path, monkeypatch):
+    """tritonserver exits when the stub's initialize raises; `fusedops serve` reports Triton's last error line and
+    leaves no server behind."""
+    real_write = tritonserver.write_python_model
+
+    def write_broken(out, name, *args, **kwargs):
+        model_dir, batched = real_write(out, name, *args, **kwargs)
+        model_py = model_dir / "1" / "model.py"
+        model_py.write_text(model_py.read_text().replace(
+            "        config = json.loads(", "        raise RuntimeError('stub cannot load: test')\n"
+                                           "        config = json.loads(", 1))
+        return model_dir, batched
+
+    monkeypatch.setattr(tritonserver, "write_python_model", write_broken)
+    http_port, grpc_port = free_loopback_ports(2)
+    options = ServeOptions(source=str(exported["1"]), http_port=http_port, grpc_port=grpc_port, metrics_port=None,
+                           triton_log=str(tmp_path / "triton.log"))
+    with pytest.raises(FusedopsError, match="tritonserver did not start serving .*stub cannot load: test"):
+        tritonserver.serve_tritonserver(options, ready=lambda info: pytest.fail(f"ready: {info}"))
+    assert not tritonserver._model_ready(f"http://127.0.0.1:{http_port}/v2/health/live")

@@ -186,7 +186,7 @@ def summary(report: dict) -> str:
         label = f"{side}: {report[side]['ready_line'].split(' on ')[-1].split(',')[0]}"
         for p in report[side]["points"]:
             p50, p99 = (f"{p[k]:.3f}" if p[k] is not None else "-" for k in ("p50_ms", "p99_ms"))
-            lines.append(f"  {label:44s} c={p['concurrency']:<3d} p50 {p50} p99 {p99} ms  "
+            lines.append(f"  {label:48s} c={p['concurrency']:<3d} p50 {p50} p99 {p99} ms  "
                          f"{p['throughput_inf_s'] or 0:8.1f} inf/s  ok {p['ok']} wrong {p['wrong']} "
                          f"errors {p['errors']} lost {p['lost']}")
     return "\n".join(lines)
