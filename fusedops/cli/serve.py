@@ -30,6 +30,9 @@ def add_arguments(p) -> None:
                    help="largest batch Triton forms (and accepts in one request)")
     p.add_argument("--max-queue-delay-us", type=int, default=100,
                    help="how long the dynamic batcher waits to fill a batch (microseconds)")
+    p.add_argument("--instances", type=int, default=1,
+                   help="model instances, each its own stub process that Triton hands batches to (--server "
+                        "tritonserver; default 1)")
     p.add_argument("--exit-timeout", type=int, default=10,
                    help="seconds to finish in-flight requests after SIGINT / SIGTERM")
     p.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
@@ -42,5 +45,5 @@ def run(a) -> int:
                            http_port=a.http_port, grpc_port=a.grpc_port, metrics_port=a.metrics_port or None,
                            max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
                            exit_timeout_s=a.exit_timeout, log_verbose=a.log_verbose, triton_log=a.triton_log,
-                           server=a.server)
+                           server=a.server, instances=a.instances)
     return (serve_tritonserver if resolve_server(options) == "tritonserver" else serve)(options)

@@ -51,6 +51,7 @@ class ServeOptions:
     # tritonserver: the model in the Python-backend stub; pytriton: PyTriton's proxy to this process; auto:
     # tritonserver, except pytriton for a TensorRT engine (the stub path serves ONNX Runtime and PyTorch)
     server: str = "auto"
+    instances: int = 1  # model instances (stub processes) on the tritonserver path
 
 
 SERVERS = ("auto", "tritonserver", "pytriton")
@@ -90,6 +91,9 @@ def check_port_free(host: str, port: int, what: str) -> None:
 def check_options(o: ServeOptions) -> None:
     if o.server not in SERVERS:
         raise FusedopsError(f"--server must be one of {', '.join(SERVERS)}, got {o.server!r}")
+    if o.instances < 1 or (o.instances > 1 and resolve_server(o) != "tritonserver"):
+        raise FusedopsError(f"--instances must be >= 1, and more than 1 needs --server tritonserver (PyTriton's "
+                            f"path runs one inference function), got {o.instances} with --server {o.server}")
     if o.max_batch_size < 1:
         raise FusedopsError(f"--max-batch-size must be >= 1, got {o.max_batch_size}")
     if o.max_queue_delay_us < 0:

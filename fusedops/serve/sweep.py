@@ -86,10 +86,10 @@ def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
 
 def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdir: Path, concurrency: list[int],
                     durations: dict[int, float], tolerance: str, max_queue_delay_us: int,
-                    server_kind: str = "tritonserver", client_processes: int = 1) -> dict:
+                    server_kind: str = "tritonserver", client_processes: int = 1, instances: int = 1) -> dict:
     server = start_server(source, workdir, "--backend", backend, "--size", size, "--max-batch-size",
                           str(max(concurrency)), "--max-queue-delay-us", str(max_queue_delay_us),
-                          "--server", server_kind)
+                          "--server", server_kind, "--instances", str(instances))
     try:
         points = []
         for c in concurrency:
@@ -97,8 +97,8 @@ def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdi
                                          concurrency=[c], batch=[1], duration_s=durations.get(c, 10.0),
                                          tolerance=tolerance, processes=client_processes))
             points += r["points"]
-        return {"source": source, "backend": backend, "server": server_kind, "ready_line": server.ready_line,
-                "points": points}
+        return {"source": source, "backend": backend, "server": server_kind, "instances": instances,
+                "ready_line": server.ready_line, "points": points}
     finally:
         rc = server.stop()
         if rc != 0:
@@ -135,10 +135,11 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
               tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False,
               compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
-              client_processes: int | None = None) -> dict:
+              client_processes: int | None = None, compare_instances: int = 1) -> dict:
     """The fused model behind the default server (its points are judged against the targets), then, unless skipped,
     the same model behind PyTriton's proxy and eager PyTorch behind PyTriton for ``compare_durations`` (default:
-    ``durations``)."""
+    ``durations``); with ``compare_instances`` > 1 also the default server with that many model instances at the
+    top concurrency."""
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
@@ -155,6 +156,11 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
               "client_processes": client_processes}
     report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
                                       tolerance, max_queue_delay_us, client_processes=client_processes)
+    if compare_instances > 1:  # the same server with more stub processes, at the top concurrency only
+        top = max(concurrency)
+        report["fused_instances"] = _serve_and_load(
+            source, fused_backend, model_key, size, out / "fused_instances", [top], compare_durations, tolerance,
+            max_queue_delay_us, client_processes=client_processes, instances=compare_instances)
     if not skip_pytriton:
         report["fused_pytriton"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused_pytriton",
                                                    concurrency, compare_durations, tolerance, max_queue_delay_us,
@@ -167,6 +173,8 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
     report["targets"] = evaluate(report["fused"]["points"], report["inprocess_modelnew"])
     _atomic_write(out / "serve_sweep.json", json.dumps(report, indent=1, default=str).encode())
     series = {f"fused ({report['fused']['ready_line'].split(' on ')[-1].split(',')[0]})": report["fused"]["points"]}
+    if "fused_instances" in report:
+        series[f"fused, {compare_instances} instances"] = report["fused_instances"]["points"]
     if "fused_pytriton" in report:
         series["fused via PyTriton's proxy"] = report["fused_pytriton"]["points"]
     if "eager_baseline" in report:
@@ -180,10 +188,12 @@ def summary(report: dict) -> str:
     """One line per side and concurrency: p50 / p99 ms, inferences/s, and what was not right."""
     lines = [f"model {report['model']} ({report['size']}), batch 1, loopback gRPC; in-process ModelNew "
              f"{report['inprocess_modelnew']['host_to_host_p50_ms']:.3f} ms"]
-    for side in ("fused", "fused_pytriton", "eager_baseline"):
+    for side in ("fused", "fused_instances", "fused_pytriton", "eager_baseline"):
         if side not in report:
             continue
         label = f"{side}: {report[side]['ready_line'].split(' on ')[-1].split(',')[0]}"
+        if report[side].get("instances", 1) > 1:
+            label += f" x{report[side]['instances']}"
         for p in report[side]["points"]:
             p50, p99 = (f"{p[k]:.3f}" if p[k] is not None else "-" for k in ("p50_ms", "p99_ms"))
             lines.append(f"  {label:48s} c={p['concurrency']:<3d} p50 {p50} p99 {p99} ms  "
@@ -215,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="CONCURRENCY:SECONDS for the PyTriton sides (fused and eager); default --durations")
     p.add_argument("--client-processes", type=int, default=None,
                    help="load-test client processes (default: half the cores, at most 8)")
+    p.add_argument("--compare-instances", type=int, default=1,
+                   help="N > 1: also the default server with N model instances, at the top concurrency only")
     p.add_argument("--skip-baseline", action="store_true", help="no eager PyTorch side")
     p.add_argument("--skip-pytriton", action="store_true", help="no fused side behind PyTriton's proxy")
     a = p.parse_args(argv)
@@ -225,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             raise FusedopsError(f"--compare-durations names concurrencies {sorted(compare)}, --durations "
                                 f"{sorted(durations)}; give the same")
         report = run_sweep(Path(a.out), a.model, a.size, a.backend, sorted(durations), durations, a.tolerance,
-                           a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton, a.client_processes)
+                           a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton, a.client_processes,
+                           a.compare_instances)
     except FusedopsError as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2

@@ -133,16 +133,16 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
     log_path = Path(o.triton_log) if o.triton_log else workspace / "triton.log"
     _, batched = write_python_model(workspace / "repo", o.model_name, source, backend, o.size, inputs, outputs,
                                     max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
-                                    kind="cpu",  # as PyTriton's: the stub itself puts its work on the GPU
+                                    instances=o.instances, kind="cpu",  # as PyTriton's: the stub itself puts its work on the GPU
                                     sys_path=[p for p in sys.path if p], copy_source=False)
     backends = _backend_folder(workspace, python_backend, stub)
     token = secrets.token_urlsafe(16)
-    stop = _StopRequest()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     # stdout / stderr of tritonserver (and of the stub: the model's own prints) go to the same log file.
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(_command(o, binary, workspace / "repo", backends, log_path, token), stdout=log,
                                 stderr=subprocess.STDOUT, env=_server_env(libs))
+    stop = _StopRequest()
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     rc = 0
     try:
         host = "127.0.0.1" if o.host in ("0.0.0.0", "") else f"[{o.host}]" if ":" in o.host else o.host

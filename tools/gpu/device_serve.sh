@@ -9,12 +9,13 @@
 #    default server: tritonserver running the model in its Python-backend stub), loaded over loopback gRPC at batch 1
 #    with concurrency 1 / 8 / 64 (DURATIONS, default 1:10 8:8 64:60 seconds) with dynamic batching; then, for
 #    COMPARE_DURATIONS (default 1:5 8:4 64:8), the same fused model behind PyTriton's proxy (the earlier path) and
-#    eager PyTorch through PyTriton (the baseline); in-process ModelNew latency; every response checked against
+#    eager PyTorch through PyTriton (the baseline), and the default server with COMPARE_INSTANCES (2) model
+#    instances at concurrency 64 only; in-process ModelNew latency; every response checked against
 #    float64 eager PyTorch (TF32 tolerance); CLIENT_PROCESSES load-test processes (default: half the cores, <= 8);
 #    then tools/serve_profile.py against a fresh default server: where the c=1 time goes (Triton's statistics);
 # 3. with TORCH_CUDA=1 also the fused side on the PyTorch CUDA ops (ModelNew in the stub; adds ~1.5 minutes);
-# 4. tests/gpu/test_serve_gpu.py on the default path (ORT CUDA EP, PyTorch CUDA ops, eager; the TensorRT engine
-#    through PyTriton where TensorRT is installed), asserting correctness.
+# 4. tests/gpu/test_serve_gpu.py on the default path (PyTorch CUDA ops, eager; the TensorRT engine through PyTriton
+#    where TensorRT is installed), asserting correctness.
 # Writes serve_sweep.json, serve_sweep.png (and torch_cuda/...) and the logs under $OUT.
 #
 # Needs what the GPU machine lacks (carried wheels, see docs/serving.md): onnxruntime-gpu, nvidia-pytriton 0.7.0 and
@@ -59,7 +60,8 @@ procs=(); [[ -n ${CLIENT_PROCESSES:-} ]] && procs=(--client-processes "$CLIENT_P
 # shellcheck disable=SC2086
 timeout "${SWEEP_TIMEOUT:-330}" python3 -m fusedops.serve.sweep --out "$out" --size bench \
   --backend "${BACKEND:-ort-cuda}" --durations ${DURATIONS:-1:10 8:8 64:60} \
-  --compare-durations ${COMPARE_DURATIONS:-1:5 8:4 64:8} "${procs[@]}" >"$out/sweep.log" 2>&1
+  --compare-durations ${COMPARE_DURATIONS:-1:5 8:4 64:8} --compare-instances "${COMPARE_INSTANCES:-2}" \
+  "${procs[@]}" >"$out/sweep.log" 2>&1
 rc=$?; echo "sweep rc=$rc in $((SECONDS - t0)) s (1: a target missed, 2: an error)"; tail -40 "$out/sweep.log"
 [[ $rc -ge 2 ]] && status=1
 
@@ -85,10 +87,10 @@ if [[ ${TORCH_CUDA:-0} == 1 ]]; then
 fi
 
 t0=$SECONDS
-# The default path's GPU tests (the sweep above already checked every response of both servers for ort-cuda);
-# TESTS_FILTER="" runs them all.
+# The default path's GPU tests for the PyTorch backends and the engine (the sweep above already checked every
+# response of both servers for ort-cuda); TESTS_FILTER="" runs them all.
 timeout "${TESTS_TIMEOUT:-180}" python3 -m pytest tests/gpu/test_serve_gpu.py -q -p no:cacheprovider -rfE \
-  -k "${TESTS_FILTER-tritonserver or engine}" \
+  -k "${TESTS_FILTER-(tritonserver and torch) or engine}" \
   >"$out/tests_serve_gpu.log" 2>&1
 rc=$?; [[ $rc -ne 0 ]] && status=1
 echo "GPU serve tests rc=$rc in $((SECONDS - t0)) s: $(tail -1 "$out/tests_serve_gpu.log")"
