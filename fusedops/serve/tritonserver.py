@@ -131,10 +131,11 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
 
     workspace = Path(tempfile.mkdtemp(prefix="fusedops-serve-"))
     log_path = Path(o.triton_log) if o.triton_log else workspace / "triton.log"
+    # KIND_CPU, as PyTriton deploys its models: the stub itself puts its work on the GPU
     _, batched = write_python_model(workspace / "repo", o.model_name, source, backend, o.size, inputs, outputs,
                                     max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
-                                    instances=o.instances, kind="cpu",  # as PyTriton's: the stub itself puts its work on the GPU
-                                    sys_path=[p for p in sys.path if p], copy_source=False)
+                                    instances=o.instances, kind="cpu", sys_path=[p for p in sys.path if p],
+                                    copy_source=False)
     backends = _backend_folder(workspace, python_backend, stub)
     token = secrets.token_urlsafe(16)
     # stdout / stderr of tritonserver (and of the stub: the model's own prints) go to the same log file.
