@@ -272,7 +272,8 @@ def test_port_with_connections_in_time_wait_counts_as_free():
 def test_server_auto_is_tritonserver_except_for_engines():
     assert resolve_server(ServeOptions(source="m.onnx")) == "tritonserver"
     assert resolve_server(ServeOptions(source="1")) == "tritonserver"
-    assert resolve_server(ServeOptions(source="m.plan")) == resolve_server(ServeOptions(source="m.ENGINE")) == "pytriton"
+    assert resolve_server(ServeOptions(source="m.plan")) == "pytriton"
+    assert resolve_server(ServeOptions(source="m.ENGINE")) == "pytriton"
     assert resolve_server(ServeOptions(source="m.plan", server="tritonserver")) == "tritonserver"
 
 

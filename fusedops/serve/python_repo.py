@@ -49,8 +49,9 @@ def write_python_model(out: Path, model_name: str, source: str, backend: str, si
     cfg.backend = "python"
     is_onnx = source.lower().endswith(".onnx")
     copied = is_onnx and copy_source
-    params = {"source": f"1/{ONNX_FILE}" if copied else str(Path(source).resolve()) if is_onnx else source, "backend": backend, "size": size,
-              "max_batch_size": str(max_batch_size)}
+    # the stub resolves a relative ONNX path against the model folder (a repository that can move)
+    where = f"1/{ONNX_FILE}" if copied else str(Path(source).resolve()) if is_onnx else source
+    params = {"source": where, "backend": backend, "size": size, "max_batch_size": str(max_batch_size)}
     if sys_path:
         params["sys_path"] = os.pathsep.join(sys_path)
     for key, value in params.items():
