@@ -1,5 +1,6 @@
-"""`fusedops serve` for real: a Triton server (PyTriton) in a subprocess on free loopback ports serving the fused
-model 1 on ONNX Runtime CPU with libfusedops_ort.so, real tritonclient clients over HTTP and gRPC.
+"""`fusedops serve` for real: its default server (PyTriton's bundled tritonserver, the model in the Python-backend
+stub) in a subprocess on free loopback ports serving the fused model 1 on ONNX Runtime CPU with libfusedops_ort.so,
+real tritonclient clients over HTTP and gRPC. PyTriton's own path (``--server pytriton``): test_serve_pytriton.py.
 
 Every check compares with eager PyTorch in float64. Servers are always torn down (SIGTERM, then the process group is
 killed if it does not exit); every client call has a timeout.
@@ -28,7 +29,7 @@ from fusedops.api import export  # noqa: E402
 from fusedops.models.registry import get_entry  # noqa: E402
 from fusedops.serve.loadtest import LoadOptions, run_loadtest  # noqa: E402
 from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
-from fusedops.serve.server import TEST_DELAY_ENV  # noqa: E402
+from fusedops.serve.server import TEST_DELAY_ENV, ServeOptions, resolve_server  # noqa: E402
 
 ATOL = RTOL = 1e-4  # float32 on the CPU against float64
 TIMEOUT_S = 30.0
@@ -75,7 +76,7 @@ def _grpc_infer(srv, x):
 
 
 def test_ready_and_metadata(server):
-    assert "on ort-cpu (cpu)" in server.ready_line
+    assert "on ort-cpu (cpu) via tritonserver" in server.ready_line
     with httpclient.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) as c:
         assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("fusedops")
         md = c.get_model_metadata("fusedops")
@@ -107,6 +108,16 @@ def test_eight_concurrent_clients_nothing_lost_nothing_wrong(server, protocol, b
     for p in result["points"]:
         assert p["ok"] > 8 and p["wrong"] == 0 and p["errors"] == 0 and p["lost"] == 0, p
         assert p["requests"] == p["ok"]
+    assert result["ok"]
+
+
+def test_load_spread_over_client_processes(server):
+    """--processes 2: two spawned client processes share each point; their tallies merge, every response checked."""
+    result = run_loadtest(LoadOptions(url=server.grpc_url, reference="1", concurrency=[1, 4], duration_s=1.0,
+                                      timeout_s=TIMEOUT_S, tolerance="fp32", processes=2))
+    for p in result["points"]:
+        assert p["ok"] > 4 and p["wrong"] == p["errors"] == p["lost"] == 0, p
+        assert len({p["p50_ms"], p["p99_ms"]}) == 2 and p["throughput_inf_s"] > 0
     assert result["ok"]
 
 
@@ -238,6 +249,32 @@ def test_serve_port_in_use_is_named(model1_onnx, capsys):
         s.listen()
         rc, err = _cli(capsys, "serve", str(model1_onnx), "--http-port", str(port))
     assert rc == 2 and f"http port {port} on 127.0.0.1 is not free" in err, err
+
+
+def test_port_with_connections_in_time_wait_counts_as_free():
+    """A server restarted on its port: the last one's closed connections (TIME_WAIT) do not block the bind."""
+    import socket
+
+    from fusedops.serve.server import check_port_free
+
+    (port,) = free_loopback_ports(1)
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # the server side closes first: its end of the connection waits in TIME_WAIT
+        client.close()
+    check_port_free("127.0.0.1", port, "http")  # raises if the port were reported busy
+
+
+def test_server_auto_is_tritonserver_except_for_engines():
+    assert resolve_server(ServeOptions(source="m.onnx")) == "tritonserver"
+    assert resolve_server(ServeOptions(source="1")) == "tritonserver"
+    assert resolve_server(ServeOptions(source="m.plan")) == "pytriton"
+    assert resolve_server(ServeOptions(source="m.ENGINE")) == "pytriton"
+    assert resolve_server(ServeOptions(source="m.plan", server="tritonserver")) == "tritonserver"
 
 
 def test_serve_unavailable_backend_says_why(model1_onnx, capsys):

@@ -17,13 +17,16 @@ from fusedops.serve import sweep  # noqa: E402
 
 @pytest.mark.skipif(fo_ort.unavailable_reason() is not None, reason=f"{fo_ort.unavailable_reason()}")
 def test_sweep_runs_end_to_end_on_the_cpu(tmp_path):
-    report = sweep.run_sweep(tmp_path, "1", "small", "auto", [1, 4], {1: 1.0, 4: 1.0}, tolerance="fp32")
-    assert "on ort-cpu (cpu)" in report["fused"]["ready_line"]
-    assert "on torch-eager (cpu)" in report["eager_baseline"]["ready_line"]
-    for side in ("fused", "eager_baseline"):
+    report = sweep.run_sweep(tmp_path, "1", "small", "auto", [1, 4], {1: 1.0, 4: 1.0}, tolerance="fp32",
+                             compare_durations={1: 0.5, 4: 0.5}, compare_instances=2)
+    assert "on ort-cpu (cpu) via tritonserver" in report["fused"]["ready_line"]
+    assert "on ort-cpu (cpu) via pytriton" in report["fused_pytriton"]["ready_line"]
+    assert "on torch-eager (cpu) via pytriton" in report["eager_baseline"]["ready_line"]
+    for side in ("fused", "fused_instances", "fused_pytriton", "eager_baseline"):
         points = report[side]["points"]
-        assert [p["concurrency"] for p in points] == [1, 4]
+        assert [p["concurrency"] for p in points] == ([4] if side == "fused_instances" else [1, 4])
         assert all(p["ok"] > 0 and p["wrong"] == p["errors"] == p["lost"] == 0 for p in points), points
+    assert report["fused_instances"]["instances"] == 2
     assert report["inprocess_modelnew"]["host_to_host_p50_ms"] > 0
     targets = report["targets"]
     assert set(targets) == {"p50_c1_vs_inprocess", "p99_c1_vs_p50", "throughput_c4_over_c1", "lost_or_wrong"}
@@ -31,8 +34,23 @@ def test_sweep_runs_end_to_end_on_the_cpu(tmp_path):
     saved = json.loads((tmp_path / "serve_sweep.json").read_text())
     assert saved["targets"] == json.loads(json.dumps(targets))
     assert (tmp_path / "serve_sweep.png").stat().st_size > 10_000
+    assert [ln.split("c=")[1].split()[0] for ln in sweep.summary(report).splitlines()[1:]] == ["1", "4", "4"] + \
+        ["1", "4"] * 2
+    assert " x2 " in sweep.summary(report).splitlines()[3]
+
+
+def test_more_instances_need_the_tritonserver_path():
+    from fusedops.errors import FusedopsError
+    from fusedops.serve.server import ServeOptions, check_options
+
+    with pytest.raises(FusedopsError, match="needs --server tritonserver"):
+        check_options(ServeOptions(source="m.onnx", server="pytriton", instances=2))
+    with pytest.raises(FusedopsError, match="--instances must be >= 1"):
+        check_options(ServeOptions(source="m.onnx", instances=0))
 
 
 def test_bad_durations_are_one_error_line(capsys):
     assert sweep.main(["--out", "unused", "--durations", "x:1"]) == 2
     assert "CONCURRENCY:SECONDS" in capsys.readouterr().err
+    assert sweep.main(["--out", "unused", "--durations", "1:1", "8:1", "--compare-durations", "1:1"]) == 2
+    assert "give the same" in capsys.readouterr().err

@@ -23,6 +23,9 @@ def add_arguments(p) -> None:
     p.add_argument("--duration", type=float, default=10.0, help="seconds per (concurrency, batch) point")
     p.add_argument("--max-requests", type=int, default=1_000_000, help="cap on requests per point")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds one request may take before it counts as lost")
+    p.add_argument("--processes", type=int, default=1,
+                   help="client processes a point's requests are spread over (one Python process sends a few "
+                        "thousand requests/s at most; use several to load a fast server at high concurrency)")
     add_precision_flags(p, ("tf32", "fp32"), default="tf32", dest="tolerance", old="--tolerance")
     p.add_argument("--out-dir", "--out", dest="out", default=None,
                    help="folder for loadtest.json and loadtest.png (--out is the earlier spelling)")
@@ -33,7 +36,7 @@ def run(a) -> int:
 
     options = LoadOptions(url=a.url, reference=a.reference, size=a.size, model_name=a.model_name, protocol=a.protocol,
                           concurrency=a.concurrency, batch=a.batch, duration_s=a.duration, max_requests=a.max_requests,
-                          timeout_s=a.timeout, tolerance=a.tolerance)
+                          timeout_s=a.timeout, tolerance=a.tolerance, processes=a.processes)
     result = run_loadtest(options)
     print_summary(result)
     if a.out:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..serve.python_repo import write_python_repository
 from ..serve.repository import RepoOptions, write_repository
 
 NAME = "repo"
-HELP = "write a Triton model repository (onnxruntime or tensorrt_plan) for tritonserver"
+HELP = "write a Triton model repository (onnxruntime, tensorrt_plan or python) for tritonserver"
 
 
 def add_arguments(p) -> None:
@@ -14,6 +15,13 @@ def add_arguments(p) -> None:
                    help="model repository folder (created; an existing model is kept unless --force; --out is the "
                         "earlier spelling)")
     p.add_argument("--model-name", default="fusedops", help="the model's name in the repository")
+    p.add_argument("--backend", choices=["auto", "python"], default="auto",
+                   help="Triton backend: auto = onnxruntime for an .onnx, tensorrt for an engine; python = the "
+                        "fused ONNX run by fusedops in the Python backend's stub (what `fusedops serve` runs; the "
+                        "server's Python needs fusedops)")
+    p.add_argument("--runtime", choices=["auto", "ort-cpu", "ort-cuda"], default="auto",
+                   help="with --backend python: what runs the model in the stub (auto: ort-cuda when "
+                        "libfusedops_ort.so has CUDA)")
     p.add_argument("--onnx", default=None,
                    help="for an engine: the fused ONNX it was built from (tensor names, types and shapes)")
     p.add_argument("--max-batch-size", type=int, default=64, help="max_batch_size of the config")
@@ -30,10 +38,13 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> int:
-    result = write_repository(RepoOptions(source=a.source, out=a.out, model_name=a.model_name, onnx=a.onnx,
-                                          max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
-                                          instances=a.instances, kind=a.kind, server_path=a.server_path,
-                                          force=a.force))
+    options = RepoOptions(source=a.source, out=a.out, model_name=a.model_name, onnx=a.onnx,
+                          max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
+                          instances=a.instances, kind=a.kind, server_path=a.server_path, force=a.force)
+    if a.backend == "python":
+        result = write_python_repository(options, a.runtime)
+    else:
+        result = write_repository(options)
     print(f"wrote {result.config_path}")
     for note in result.notes:
         print(f"note: {note}")

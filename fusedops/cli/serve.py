@@ -1,12 +1,14 @@
-"""``fusedops serve``: a fused model on Triton (PyTriton), KServe v2 over HTTP and gRPC."""
+"""``fusedops serve``: a fused model on Triton (the tritonserver PyTriton's wheel carries), KServe v2 over HTTP and
+gRPC."""
 
 from __future__ import annotations
 
 from ..serve.backends import BACKENDS
-from ..serve.server import ServeOptions, serve
+from ..serve.server import SERVERS, ServeOptions, resolve_server, serve
+from ..serve.tritonserver import serve_tritonserver
 
 NAME = "serve"
-HELP = "serve a fused model on Triton (PyTriton), KServe v2 over HTTP and gRPC"
+HELP = "serve a fused model on Triton (tritonserver from PyTriton's wheel), KServe v2 over HTTP and gRPC"
 
 
 def add_arguments(p) -> None:
@@ -14,6 +16,10 @@ def add_arguments(p) -> None:
     p.add_argument("--backend", choices=["auto", *BACKENDS], default="auto",
                    help="auto: TensorRT engine > ORT CUDA EP > PyTorch CUDA ops > ORT CPU, the first that can serve "
                         "the source here; torch-eager serves the unfused reference Model (a baseline)")
+    p.add_argument("--server", choices=SERVERS, default="auto",
+                   help="tritonserver: PyTriton's bundled tritonserver runs the model in its Python-backend stub; "
+                        "pytriton: PyTriton's proxy to this process (≈ 3 ms more a request, docs/serving.md); auto "
+                        "(default): tritonserver, pytriton for a TensorRT engine")
     p.add_argument("--size", choices=["small", "bench"], default="small", help="size of a reference model key")
     p.add_argument("--model-name", default="fusedops", help="the name clients address (default fusedops)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
@@ -24,6 +30,9 @@ def add_arguments(p) -> None:
                    help="largest batch Triton forms (and accepts in one request)")
     p.add_argument("--max-queue-delay-us", type=int, default=100,
                    help="how long the dynamic batcher waits to fill a batch (microseconds)")
+    p.add_argument("--instances", type=int, default=1,
+                   help="model instances, each its own stub process that Triton hands batches to (--server "
+                        "tritonserver; default 1)")
     p.add_argument("--exit-timeout", type=int, default=10,
                    help="seconds to finish in-flight requests after SIGINT / SIGTERM")
     p.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
@@ -32,8 +41,9 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> int:
-    return serve(ServeOptions(source=a.source, backend=a.backend, size=a.size, model_name=a.model_name, host=a.host,
-                              http_port=a.http_port, grpc_port=a.grpc_port,
-                              metrics_port=a.metrics_port or None, max_batch_size=a.max_batch_size,
-                              max_queue_delay_us=a.max_queue_delay_us, exit_timeout_s=a.exit_timeout,
-                              log_verbose=a.log_verbose, triton_log=a.triton_log))
+    options = ServeOptions(source=a.source, backend=a.backend, size=a.size, model_name=a.model_name, host=a.host,
+                           http_port=a.http_port, grpc_port=a.grpc_port, metrics_port=a.metrics_port or None,
+                           max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
+                           exit_timeout_s=a.exit_timeout, log_verbose=a.log_verbose, triton_log=a.triton_log,
+                           server=a.server, instances=a.instances)
+    return (serve_tritonserver if resolve_server(options) == "tritonserver" else serve)(options)

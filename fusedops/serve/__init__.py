@@ -1,6 +1,8 @@
 """Serving fused models on Triton Inference Server.
 
-    server.py      `fusedops serve`: PyTriton (an in-process tritonserver) over the best backend present
+    tritonserver.py `fusedops serve` (default): PyTriton's bundled tritonserver, the model in its Python-backend stub
+    triton_model.py  that model (the repository's model.py); python_repo.py writes its repository
+    server.py      `fusedops serve --server pytriton`: PyTriton's proxy to this process; options shared by both
     backends.py    what runs a batch: TensorRT engine, ORT CUDA EP / CPU with libfusedops_ort.so, PyTorch
     repository.py  `fusedops repo`: a model repository for an existing tritonserver (onnxruntime / tensorrt_plan)
     loadtest.py    `fusedops loadtest`: a bounded async KServe v2 client, every response checked

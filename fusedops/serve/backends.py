@@ -51,10 +51,13 @@ class ServedModel:
 
     @property
     def batched(self) -> bool:
-        """Whether dim 0 of every input and output is the (dynamic) batch: Triton may then batch requests
-        (max_batch_size > 0). Model 2's output, (1, C, N, 1), has its batch elsewhere, so it is served unbatched."""
-        return all(len(t.shape) >= 1 and t.shape[0] == -1 and all(d > 0 for d in t.shape[1:])
-                   for t in self.inputs + self.outputs)
+        return is_batched(self.inputs, self.outputs)
+
+
+def is_batched(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> bool:
+    """Whether dim 0 of every input and output is the (dynamic) batch: Triton may then batch requests
+    (max_batch_size > 0). Model 2's output, (1, C, N, 1), has its batch elsewhere, so it is served unbatched."""
+    return all(len(t.shape) >= 1 and t.shape[0] == -1 and all(d > 0 for d in t.shape[1:]) for t in inputs + outputs)
 
 
 def source_kind(source: str) -> str:
@@ -224,6 +227,26 @@ def _current_cuda_context() -> None:
 
 
 # ---- PyTorch ------------------------------------------------------------------------------------------------------
+
+def torch_specs(model_key: str, size: str) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """What the PyTorch backends serve for a model key, found without loading them: the reference ``Model`` on the
+    CPU at batch 2 (ModelNew has the same signature). A launcher that runs the model elsewhere (the Python-backend
+    stub) needs the shapes for the model configuration first."""
+    import torch  # lazy: torch / onnx; cli/serve.py imports this module
+
+    from fusedops.models.registry import get_entry
+
+    entry = get_entry(model_key)
+    model = entry.build(size, "Model").eval()
+    with torch.no_grad():
+        x = entry.inputs(size, batch=2)[0]
+        y, y3 = model(x), model(entry.inputs(size, batch=3)[0])
+    if y.shape[0] != 2 or y3.shape[0] != 3 or y.shape[1:] != y3.shape[1:]:
+        raise FusedopsError(f"model {entry.key}: its output {tuple(y.shape)} does not keep the batch in dim 0, "
+                            f"so the PyTorch backends cannot serve it batched; serve its ONNX export instead")
+    return ([TensorSpec("input", np.dtype(np.float32), (-1, *x.shape[1:]))],
+            [TensorSpec("output", np.dtype(np.float32), (-1, *y.shape[1:]))])
+
 
 def _torch_backend(model_key: str, size: str, fused: bool) -> ServedModel:
     import torch  # lazy: torch / onnx; cli/serve.py imports this module

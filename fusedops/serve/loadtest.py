@@ -12,6 +12,8 @@ the workers stop by themselves.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import queue
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -46,6 +48,10 @@ class LoadOptions:
     tolerance: str = "tf32"
     pool: int = 16  # distinct inputs per batch size, each with its reference output
     warmup_requests: int = 2  # per worker, checked but not timed
+    # Client processes a point's workers are spread over. One Python process (one event loop, the GIL) sends a few
+    # thousand requests/s at most (measured: ≈ 1 core per 2000 req/s on the 2-core machine), which would cap the
+    # throughput measured at high concurrency instead of the server.
+    processes: int = 1
 
 
 def check_url(url: str) -> tuple[str, int]:
@@ -74,8 +80,8 @@ def check_options(o: LoadOptions) -> None:
         raise FusedopsError(f"batch sizes must be >= 1, got {o.batch}")
     if not 0 < o.duration_s <= MAX_DURATION_S:
         raise FusedopsError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {o.duration_s}")
-    if o.max_requests < 1 or o.timeout_s <= 0 or o.pool < 1:
-        raise FusedopsError("max-requests, timeout and pool must be positive")
+    if o.max_requests < 1 or o.timeout_s <= 0 or o.pool < 1 or not 1 <= o.processes <= 64:
+        raise FusedopsError("max-requests, timeout and pool must be positive, processes 1..64")
 
 
 # ---- the local reference ------------------------------------------------------------------------------------------
@@ -204,8 +210,10 @@ def _percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-async def _point(o: LoadOptions, client: _Client, cases, outputs: list[str], input_name: str, concurrency: int,
-                 batch: int) -> dict:
+async def _drive(o: LoadOptions, client: _Client, cases, outputs: list[str], input_name: str, concurrency: int,
+                 max_requests: int, start_barrier=None) -> tuple[_Tally, float, int]:
+    """``concurrency`` workers, each sending back-to-back requests: a checked warm-up, then ``o.duration_s`` timed
+    (after ``start_barrier``, when processes share a point). Returns the tally, the timed seconds and the count sent."""
     atol, rtol = TOLERANCES[o.tolerance]
     requests = [(client.make_inputs(input_name, x), expected) for x, expected in cases]
     tally = _Tally()
@@ -244,14 +252,28 @@ async def _point(o: LoadOptions, client: _Client, cases, outputs: list[str], inp
 
     async def worker(w: int, deadline: float) -> None:
         nonlocal sent
-        while time.perf_counter() < deadline and sent < o.max_requests:
+        while time.perf_counter() < deadline and sent < max_requests:
             sent += 1
             await one(sent * 7 + w, timed=True)
 
     await asyncio.gather(*(warm(w) for w in range(concurrency)))  # connections up, server warm; checked, not timed
+    if start_barrier is not None:
+        start_barrier.wait(timeout=o.timeout_s + 60)  # every process warm: the timed part starts together
     start = time.perf_counter()
     await asyncio.gather(*(worker(w, start + o.duration_s) for w in range(concurrency)))
-    elapsed = time.perf_counter() - start
+    return tally, time.perf_counter() - start, sent
+
+
+async def _point(o: LoadOptions, client: _Client, cases, outputs: list[str], input_name: str, concurrency: int,
+                 batch: int) -> dict:
+    if o.processes > 1 and concurrency > 1:
+        tally, elapsed, sent = _point_in_processes(o, cases, outputs, input_name, concurrency)
+    else:
+        tally, elapsed, sent = await _drive(o, client, cases, outputs, input_name, concurrency, o.max_requests)
+    return _summarise(tally, elapsed, sent, concurrency, batch)
+
+
+def _summarise(tally: _Tally, elapsed: float, sent: int, concurrency: int, batch: int) -> dict:
     answered = len(tally.latencies_ms)
     return {
         "concurrency": concurrency, "batch": batch, "duration_s": round(elapsed, 3),
@@ -264,6 +286,61 @@ async def _point(o: LoadOptions, client: _Client, cases, outputs: list[str], inp
         "throughput_inf_s": answered * batch / elapsed if elapsed > 0 else None,
         "first_problems": tally.first_problems,
     }
+
+
+def _client_process(o: LoadOptions, cases, outputs, input_name, concurrency, max_requests, barrier, results):
+    """One client process of a point (spawned): its own client and event loop; puts (tally, seconds, sent) or
+    the error on ``results``, and breaks the barrier on an error so the others stop waiting."""
+    async def main():
+        client = _Client(o.protocol, o.url.split("://", 1)[-1], concurrency)
+        try:
+            return await _drive(o, client, cases, outputs, input_name, concurrency, max_requests, barrier)
+        finally:
+            await client.close()
+
+    try:
+        tally, elapsed, sent = asyncio.run(main())
+        results.put(("ok", tally.__dict__, elapsed, sent))
+    except BaseException as e:  # reported by the parent as one line; the barrier must not hold the others
+        barrier.abort()
+        results.put(("error", f"{type(e).__name__}: {str(e)[:300]}"))
+
+
+def _point_in_processes(o: LoadOptions, cases, outputs, input_name, concurrency) -> tuple[_Tally, float, int]:
+    """The point's workers spread over min(processes, concurrency) spawned processes that start their timed part
+    together; their tallies merged (throughput: all answers over the longest timed part)."""
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process holding gRPC threads
+    n = min(o.processes, concurrency)
+    shares = [concurrency // n + (i < concurrency % n) for i in range(n)]
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_client_process, daemon=True,
+                         args=(o, cases, outputs, input_name, c, max(1, o.max_requests * c // concurrency), barrier,
+                               results)) for c in shares]
+    for p in procs:
+        p.start()
+    merged, elapsed, sent, errors = _Tally(), 0.0, 0, []
+    try:
+        for _ in procs:
+            item = results.get(timeout=o.duration_s + 2 * o.timeout_s + 120)
+            if item[0] == "error":
+                errors.append(item[1])
+                continue
+            part = _Tally(**item[1])
+            merged.latencies_ms += part.latencies_ms
+            for k in ("ok", "wrong", "errors", "lost"):
+                setattr(merged, k, getattr(merged, k) + getattr(part, k))
+            merged.first_problems = (merged.first_problems + part.first_problems)[:5]
+            elapsed, sent = max(elapsed, item[2]), sent + item[3]
+    except queue.Empty:
+        errors.append("a client process sent no result in time")
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+    if errors:
+        raise FusedopsError(f"load test client process failed: {errors[0]}")
+    return merged, elapsed, sent
 
 
 async def _run(o: LoadOptions, reference: Reference) -> dict:

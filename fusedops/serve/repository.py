@@ -25,7 +25,7 @@ from fusedops import ort as fo_ort
 from fusedops.errors import FusedopsError
 from fusedops.plugins import native
 
-from .backends import ENGINE_SUFFIXES, TensorSpec, onnx_specs
+from .backends import ENGINE_SUFFIXES, TensorSpec, is_batched, onnx_specs
 
 ORT_LIBRARY = "libfusedops_ort.so"
 TRT_LIBRARY = "libfusedops_trt.so"
@@ -66,15 +66,11 @@ def model_config_pb2():
     return pb
 
 
-def _batched(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> bool:
-    return all(len(t.shape) >= 1 and t.shape[0] == -1 and all(d > 0 for d in t.shape[1:]) for t in inputs + outputs)
-
-
 def build_config(name: str, platform: str, inputs: list[TensorSpec], outputs: list[TensorSpec], o: RepoOptions,
                  kind: str, op_library: str | None):
     """The ModelConfig message: batched models drop dim 0 from dims and get max_batch_size + dynamic_batching."""
     pb = model_config_pb2()
-    batched = _batched(inputs, outputs)
+    batched = is_batched(inputs, outputs)
     cfg = pb.ModelConfig(name=name, platform=platform, max_batch_size=o.max_batch_size if batched else 0)
     for specs, add in ((inputs, cfg.input.add), (outputs, cfg.output.add)):
         for t in specs:

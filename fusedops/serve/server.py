@@ -1,4 +1,6 @@
-"""`fusedops serve`: a real Triton Inference Server in-process through PyTriton, serving one fused model.
+"""`fusedops serve --server pytriton`: a real Triton Inference Server in-process through PyTriton, serving one fused
+model; and what both serving paths share (options, checks, the batching inference function, the ready line). The
+default path, the model inside tritonserver's Python-backend stub, is ``tritonserver.py``.
 
 PyTriton (``nvidia-pytriton``, the ``serve`` extra) starts the ``tritonserver`` its wheel carries with the Python
 backend; Triton does the networking (KServe v2 over HTTP and gRPC), request validation against the model
@@ -26,7 +28,7 @@ import numpy as np
 
 from fusedops.errors import FusedopsError
 
-from .backends import ServedModel, open_backend
+from .backends import ENGINE_SUFFIXES, ServedModel, open_backend
 
 LOOPBACK = "127.0.0.1"
 
@@ -46,6 +48,20 @@ class ServeOptions:
     exit_timeout_s: int = 10
     log_verbose: int = 0
     triton_log: str | None = None  # tritonserver's own log file; None: a fresh temporary file (named when ready)
+    # tritonserver: the model in the Python-backend stub; pytriton: PyTriton's proxy to this process; auto:
+    # tritonserver, except pytriton for a TensorRT engine (the stub path serves ONNX Runtime and PyTorch)
+    server: str = "auto"
+    instances: int = 1  # model instances (stub processes) on the tritonserver path
+
+
+SERVERS = ("auto", "tritonserver", "pytriton")
+
+
+def resolve_server(o: ServeOptions) -> str:
+    """The serving path ``o.server`` names ("auto" resolved by the source's kind)."""
+    if o.server != "auto":
+        return o.server
+    return "pytriton" if Path(o.source).suffix.lower() in ENGINE_SUFFIXES else "tritonserver"
 
 
 def is_loopback(host: str) -> bool:
@@ -63,6 +79,8 @@ def check_port_free(host: str, port: int, what: str) -> None:
         raise FusedopsError(f"{what} port {port} is not a TCP port (1-65535)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
+        # as the servers bind theirs: connections of an earlier server still in TIME_WAIT do not make it busy
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
@@ -71,6 +89,11 @@ def check_port_free(host: str, port: int, what: str) -> None:
 
 
 def check_options(o: ServeOptions) -> None:
+    if o.server not in SERVERS:
+        raise FusedopsError(f"--server must be one of {', '.join(SERVERS)}, got {o.server!r}")
+    if o.instances < 1 or (o.instances > 1 and resolve_server(o) != "tritonserver"):
+        raise FusedopsError(f"--instances must be >= 1, and more than 1 needs --server tritonserver (PyTriton's "
+                            f"path runs one inference function), got {o.instances} with --server {o.server}")
     if o.max_batch_size < 1:
         raise FusedopsError(f"--max-batch-size must be >= 1, got {o.max_batch_size}")
     if o.max_queue_delay_us < 0:
@@ -165,8 +188,9 @@ class _StopRequest:
 
 
 def serve(o: ServeOptions, ready=None) -> int:
-    """Serve until SIGINT / SIGTERM (exit 0) or until Triton dies (exit 1). ``ready(info)`` is called once the model
-    answers (default: print one line to stdout)."""
+    """PyTriton's path (``--server pytriton``): serve until SIGINT / SIGTERM (exit 0) or until Triton dies (exit 1).
+    ``ready(info)`` is called once the model answers (default: print one line to stdout). The default path,
+    ``--server tritonserver``, is ``tritonserver.serve_tritonserver``."""
     check_options(o)
     Triton, TritonConfig, ModelConfig, DynamicBatcher, Tensor = _pytriton()
     if not is_loopback(o.host):
@@ -202,7 +226,7 @@ def serve(o: ServeOptions, ready=None) -> int:
         except Exception as e:  # PyTriton raises its own types; Triton's log says why
             raise FusedopsError(f"Triton did not start serving {o.source!r} ({type(e).__name__}: {e}); its last "
                                 f"error: {_last_error(log_path)} (full log: {log_path})") from None
-        info = {"model": o.model_name, "backend": served.backend, "device": served.device,
+        info = {"model": o.model_name, "backend": served.backend, "device": served.device, "server": "pytriton",
                 "http": f"{o.host}:{o.http_port}", "grpc": f"{o.host}:{o.grpc_port}", "batched": served.batched,
                 "max_batch_size": o.max_batch_size if served.batched else 0, "notes": served.notes,
                 "triton_log": str(log_path)}
@@ -235,7 +259,8 @@ def _last_error(path: Path) -> str:
 
 
 def _print_ready(info: dict) -> None:
-    print(f"fusedops serve: ready: model {info['model']!r} on {info['backend']} ({info['device']}), "
+    print(f"fusedops serve: ready: model {info['model']!r} on {info['backend']} ({info['device']}) via "
+          f"{info['server']}, "
           f"KServe v2 HTTP {info['http']} gRPC {info['grpc']}, max_batch_size {info['max_batch_size']}; "
           f"Triton's log: {info['triton_log']}", flush=True)
     for note in info["notes"]:

@@ -1,14 +1,17 @@
 """The issue's serving sweep, in one run (tools/gpu/device_serve.sh on the GPU machine; a short version runs in CI):
 
-1. the fused model (fused ONNX on the best backend present, or a reference model key) behind `fusedops serve`,
-   loaded over loopback gRPC at batch 1 with concurrency 1, 8, 64 (dynamic batching on);
-2. the same sweep serving eager PyTorch (the reference ``Model``) through PyTriton: the baseline a user would have;
+1. the fused model (fused ONNX on the best backend present, or a reference model key) behind `fusedops serve`
+   (its default server: tritonserver running the model in its Python-backend stub), loaded over loopback gRPC at
+   batch 1 with concurrency 1, 8, 64 (dynamic batching on);
+2. the same fused model behind `fusedops serve --server pytriton` (PyTriton's proxy, the earlier path), and eager
+   PyTorch (the reference ``Model``) through PyTriton: the baseline a user would have; both for
+   ``--compare-durations`` (shorter by default on the GPU script, to fit its time);
 3. in-process ``ModelNew`` latency at batch 1, host array in and host array out (the work one request makes the
    server do, without the server), and its device-only time on a GPU;
 4. the targets: p50 <= in-process + 0.5 ms, p99 <= 2 x p50 (concurrency 1); throughput at 64 >= 20 x at 1;
    0 lost or wrong responses.
 
-    python -m fusedops.serve.sweep --out DIR [--size bench] [--durations 1:30 8:20 64:60]
+    python -m fusedops.serve.sweep --out DIR [--size bench] [--durations 1:30 8:20 64:60] [--compare-durations ...]
 
 Writes DIR/serve_sweep.json and DIR/serve_sweep.png.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -81,21 +85,30 @@ def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
 
 
 def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdir: Path, concurrency: list[int],
-                    durations: dict[int, float], tolerance: str, max_queue_delay_us: int) -> dict:
+                    durations: dict[int, float], tolerance: str, max_queue_delay_us: int,
+                    server_kind: str = "tritonserver", client_processes: int = 1, instances: int = 1) -> dict:
     server = start_server(source, workdir, "--backend", backend, "--size", size, "--max-batch-size",
-                          str(max(concurrency)), "--max-queue-delay-us", str(max_queue_delay_us))
+                          str(max(concurrency)), "--max-queue-delay-us", str(max_queue_delay_us),
+                          "--server", server_kind, "--instances", str(instances))
     try:
         points = []
         for c in concurrency:
             r = run_loadtest(LoadOptions(url=server.grpc_url, reference=model_key, size=size, protocol="grpc",
                                          concurrency=[c], batch=[1], duration_s=durations.get(c, 10.0),
-                                         tolerance=tolerance))
+                                         tolerance=tolerance, processes=client_processes))
             points += r["points"]
-        return {"source": source, "backend": backend, "ready_line": server.ready_line, "points": points}
+        return {"source": source, "backend": backend, "server": server_kind, "instances": instances,
+                "ready_line": server.ready_line, "points": points}
     finally:
         rc = server.stop()
         if rc != 0:
             print(f"sweep: server for {backend} exited with {rc}", file=sys.stderr)
+
+
+def default_client_processes() -> int:
+    """Half the machine's cores, at most 8: enough client processes that the client does not cap the throughput
+    at concurrency 64 (one sends a few thousand requests/s), leaving the rest to the server. 1 on 2 cores."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
 def evaluate(fused_points: list[dict], inproc: dict) -> dict:
@@ -120,10 +133,18 @@ def evaluate(fused_points: list[dict], inproc: dict) -> dict:
 
 def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backend: str = "auto",
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
-              tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False) -> dict:
+              tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False,
+              compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
+              client_processes: int | None = None, compare_instances: int = 1) -> dict:
+    """The fused model behind the default server (its points are judged against the targets), then, unless skipped,
+    the same model behind PyTriton's proxy and eager PyTorch behind PyTriton for ``compare_durations`` (default:
+    ``durations``); with ``compare_instances`` > 1 also the default server with that many model instances at the
+    top concurrency."""
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
+    compare_durations = compare_durations or durations
+    client_processes = client_processes or default_client_processes()
     onnx_path = out / f"model{model_key}_{size}.onnx"
     if not onnx_path.is_file():
         export(model_key, str(onnx_path), size=size)
@@ -131,21 +152,54 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
     source = model_key if fused_backend in ("torch-cuda",) else str(onnx_path)
     report = {"date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),
               "model": model_key, "size": size, "concurrency": concurrency,
-              "durations_s": {str(k): v for k, v in durations.items()}, "max_queue_delay_us": max_queue_delay_us}
+              "durations_s": {str(k): v for k, v in durations.items()}, "max_queue_delay_us": max_queue_delay_us,
+              "client_processes": client_processes}
     report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
-                                      tolerance, max_queue_delay_us)
+                                      tolerance, max_queue_delay_us, client_processes=client_processes)
+    if compare_instances > 1:  # the same server with more stub processes, at the top concurrency only
+        top = max(concurrency)
+        report["fused_instances"] = _serve_and_load(
+            source, fused_backend, model_key, size, out / "fused_instances", [top], compare_durations, tolerance,
+            max_queue_delay_us, client_processes=client_processes, instances=compare_instances)
+    if not skip_pytriton:
+        report["fused_pytriton"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused_pytriton",
+                                                   concurrency, compare_durations, tolerance, max_queue_delay_us,
+                                                   "pytriton", client_processes)
     if not skip_baseline:
         report["eager_baseline"] = _serve_and_load(model_key, "torch-eager", model_key, size, out / "eager",
-                                                   concurrency, durations, tolerance, max_queue_delay_us)
+                                                   concurrency, compare_durations, tolerance, max_queue_delay_us,
+                                                   "pytriton", client_processes)
     report["inprocess_modelnew"] = inprocess_latency(model_key, size)
     report["targets"] = evaluate(report["fused"]["points"], report["inprocess_modelnew"])
     _atomic_write(out / "serve_sweep.json", json.dumps(report, indent=1, default=str).encode())
     series = {f"fused ({report['fused']['ready_line'].split(' on ')[-1].split(',')[0]})": report["fused"]["points"]}
+    if "fused_instances" in report:
+        series[f"fused, {compare_instances} instances"] = report["fused_instances"]["points"]
+    if "fused_pytriton" in report:
+        series["fused via PyTriton's proxy"] = report["fused_pytriton"]["points"]
     if "eager_baseline" in report:
         series["eager PyTorch (PyTriton)"] = report["eager_baseline"]["points"]
     plot(series, out / "serve_sweep.png", f"model {model_key} ({size}) over loopback gRPC, batch 1; in-process "
                                           f"ModelNew {report['inprocess_modelnew']['host_to_host_p50_ms']:.3f} ms")
     return report
+
+
+def summary(report: dict) -> str:
+    """One line per side and concurrency: p50 / p99 ms, inferences/s, and what was not right."""
+    lines = [f"model {report['model']} ({report['size']}), batch 1, loopback gRPC; in-process ModelNew "
+             f"{report['inprocess_modelnew']['host_to_host_p50_ms']:.3f} ms"]
+    for side in ("fused", "fused_instances", "fused_pytriton", "eager_baseline"):
+        if side not in report:
+            continue
+        label = f"{side}: {report[side]['ready_line'].split(' on ')[-1].split(',')[0]}"
+        if report[side].get("instances", 1) > 1:
+            label += f" x{report[side]['instances']}"
+        for p in report[side]["points"]:
+            p50, p99 = (f"{p[k]:.3f}" if p[k] is not None else "-" for k in ("p50_ms", "p99_ms"))
+            lines.append(f"  {label:48s} c={p['concurrency']:<3d} p50 {p50} p99 {p99} ms  "
+                         f"{p['throughput_inf_s'] or 0:8.1f} inf/s  ok {p['ok']} wrong {p['wrong']} "
+                         f"errors {p['errors']} lost {p['lost']}")
+    return "\n".join(lines)
 
 
 def _parse_durations(items: list[str]) -> dict[int, float]:
@@ -167,15 +221,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--durations", nargs="+", default=["1:30", "8:20", "64:60"], help="CONCURRENCY:SECONDS ...")
     p.add_argument("--tolerance", choices=["fp32", "tf32"], default="tf32")
     p.add_argument("--max-queue-delay-us", type=int, default=100)
-    p.add_argument("--skip-baseline", action="store_true")
+    p.add_argument("--compare-durations", nargs="+", default=None,
+                   help="CONCURRENCY:SECONDS for the PyTriton sides (fused and eager); default --durations")
+    p.add_argument("--client-processes", type=int, default=None,
+                   help="load-test client processes (default: half the cores, at most 8)")
+    p.add_argument("--compare-instances", type=int, default=1,
+                   help="N > 1: also the default server with N model instances, at the top concurrency only")
+    p.add_argument("--skip-baseline", action="store_true", help="no eager PyTorch side")
+    p.add_argument("--skip-pytriton", action="store_true", help="no fused side behind PyTriton's proxy")
     a = p.parse_args(argv)
     try:
         durations = _parse_durations(a.durations)
+        compare = _parse_durations(a.compare_durations) if a.compare_durations else None
+        if compare and sorted(compare) != sorted(durations):
+            raise FusedopsError(f"--compare-durations names concurrencies {sorted(compare)}, --durations "
+                                f"{sorted(durations)}; give the same")
         report = run_sweep(Path(a.out), a.model, a.size, a.backend, sorted(durations), durations, a.tolerance,
-                           a.max_queue_delay_us, a.skip_baseline)
+                           a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton, a.client_processes,
+                           a.compare_instances)
     except FusedopsError as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2
+    print(summary(report))
     print(json.dumps(report["targets"], indent=1))
     return 0 if all(t["met"] for t in report["targets"].values()) else 1
 

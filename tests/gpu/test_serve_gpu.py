@@ -1,5 +1,6 @@
 """`fusedops serve` on the GPU: a real server on loopback for each GPU backend (ORT CUDA EP + library, PyTorch CUDA
-ops through ModelNew, eager PyTorch, TensorRT engine), outputs against float64 eager PyTorch at the TF32 tolerance,
+ops through ModelNew, eager PyTorch, TensorRT engine) on the default path (the model in tritonserver's Python-backend
+stub) and, for the fused backends, on PyTriton's (a TensorRT engine: PyTriton's only), outputs against float64 eager PyTorch at the TF32 tolerance,
 and 8 concurrent clients with every response checked. Skips with the reason where a piece is missing.
 The timed sweep is `python -m fusedops.serve.sweep` (tools/gpu/device_serve.sh)."""
 
@@ -63,12 +64,16 @@ def _check_server(srv, backend: str):
     assert r["ok"], [p["first_problems"] for p in r["points"]]
 
 
-@pytest.mark.parametrize("backend", ["ort-cuda", "torch-cuda", "torch-eager"])
-def test_gpu_backend_serves_correctly(model1_onnx, tmp_path, backend):
+@pytest.mark.parametrize("backend,server", [("ort-cuda", "tritonserver"), ("torch-cuda", "tritonserver"),
+                                            ("torch-eager", "tritonserver"), ("ort-cuda", "pytriton"),
+                                            ("torch-cuda", "pytriton")])
+def test_gpu_backend_serves_correctly(model1_onnx, tmp_path, backend, server):
     kind = "onnx" if backend == "ort-cuda" else "model"
     _require(backend, kind)
-    srv = start_server(str(model1_onnx) if kind == "onnx" else "1", tmp_path, "--backend", backend)
+    srv = start_server(str(model1_onnx) if kind == "onnx" else "1", tmp_path, "--backend", backend,
+                       "--server", server)
     try:
+        assert f"via {server}" in srv.ready_line, srv.ready_line
         _check_server(srv, backend)
     finally:
         assert srv.stop() == 0, srv.log()[-2000:]
@@ -93,6 +98,7 @@ def test_tensorrt_engine_is_served(model1_onnx, tmp_path):
     assert backends.choose_backend(str(engine)) == ("trt", "engine")
     srv = start_server(str(engine), tmp_path / "srv")
     try:
+        assert "via pytriton" in srv.ready_line, srv.ready_line  # --server auto: an engine goes through PyTriton
         _check_server(srv, "trt")
     finally:
         assert srv.stop() == 0, srv.log()[-2000:]

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The serving sweep of issue 9 on a CUDA machine, in one call (about 5-6 minutes with the defaults):
+# The serving sweep of issue 9 on a CUDA machine, in one call (about 6 minutes with the defaults):
 #
 #   OUT=<dir> tools/gpu/device_serve.sh
 #
 # 1. installs the package editable (no dependencies, no network) and builds libfusedops_ort.so with CUDA (sm_90
 #    unless FUSEDOPS_CUDA_ARCHS says otherwise) plus the PyTorch ops' library;
-# 2. `python -m fusedops.serve.sweep`: model 1 at bench size behind `fusedops serve --backend ort-cuda`, loaded over
-#    loopback gRPC at batch 1 with concurrency 1 / 8 / 64 (DURATIONS, default 1:20 8:15 64:60 seconds) with dynamic
-#    batching; the same sweep serving eager PyTorch through PyTriton (the baseline); in-process ModelNew latency;
-#    every response checked against float64 eager PyTorch (TF32 tolerance);
-# 3. with TORCH_CUDA=1 also the fused side on the PyTorch CUDA ops (ModelNew behind PyTriton; adds ~2 minutes);
-# 4. tests/gpu/test_serve_gpu.py (a short run of the same paths, asserting correctness).
+# 2. `python -m fusedops.serve.sweep`: model 1 at bench size behind `fusedops serve --backend ort-cuda` (BACKEND; the
+#    default server: tritonserver running the model in its Python-backend stub), loaded over loopback gRPC at batch 1
+#    with concurrency 1 / 8 / 64 (DURATIONS, default 1:10 8:8 64:60 seconds) with dynamic batching; then, for
+#    COMPARE_DURATIONS (default 1:5 8:4 64:8), the same fused model behind PyTriton's proxy (the earlier path) and
+#    eager PyTorch through PyTriton (the baseline), and the default server with COMPARE_INSTANCES (2) model
+#    instances at concurrency 64 only; in-process ModelNew latency; every response checked against
+#    float64 eager PyTorch (TF32 tolerance); CLIENT_PROCESSES load-test processes (default: half the cores, <= 8);
+#    then tools/serve_profile.py against a fresh default server: where the c=1 time goes (Triton's statistics);
+# 3. with TORCH_CUDA=1 also the fused side on the PyTorch CUDA ops (ModelNew in the stub; adds ~1.5 minutes);
+# 4. tests/gpu/test_serve_gpu.py on the default path (PyTorch CUDA ops, eager; the TensorRT engine through PyTriton
+#    where TensorRT is installed), asserting correctness.
 # Writes serve_sweep.json, serve_sweep.png (and torch_cuda/...) and the logs under $OUT.
 #
 # Needs what the GPU machine lacks (carried wheels, see docs/serving.md): onnxruntime-gpu, nvidia-pytriton 0.7.0 and
@@ -51,22 +56,41 @@ else
 fi
 
 t0=$SECONDS
+procs=(); [[ -n ${CLIENT_PROCESSES:-} ]] && procs=(--client-processes "$CLIENT_PROCESSES")
 # shellcheck disable=SC2086
-timeout "${SWEEP_TIMEOUT:-420}" python3 -m fusedops.serve.sweep --out "$out" --size bench --backend ort-cuda \
-  --durations ${DURATIONS:-1:20 8:15 64:60} >"$out/sweep.log" 2>&1
+timeout "${SWEEP_TIMEOUT:-330}" python3 -m fusedops.serve.sweep --out "$out" --size bench \
+  --backend "${BACKEND:-ort-cuda}" --durations ${DURATIONS:-1:10 8:8 64:60} \
+  --compare-durations ${COMPARE_DURATIONS:-1:5 8:4 64:8} --compare-instances "${COMPARE_INSTANCES:-2}" \
+  "${procs[@]}" >"$out/sweep.log" 2>&1
 rc=$?; echo "sweep rc=$rc in $((SECONDS - t0)) s (1: a target missed, 2: an error)"; tail -40 "$out/sweep.log"
 [[ $rc -ge 2 ]] && status=1
+
+# Where the c=1 time goes on the default path: bare client loops + Triton's statistics (about 20 s).
+t0=$SECONDS
+ports=$(python3 -c "from fusedops.serve.process import free_loopback_ports as f; print(*f(2))")
+read -r hp gp <<<"$ports"
+python3 -m fusedops serve "$out/model1_bench.onnx" --backend "${BACKEND:-ort-cuda}" --http-port "$hp" \
+  --grpc-port "$gp" --metrics-port 0 --triton-log "$out/profile_triton.log" >"$out/profile_serve.log" 2>&1 &
+spid=$!
+for _ in $(seq 120); do grep -q "ready:" "$out/profile_serve.log" && break; sleep 0.5; done
+timeout 120 python3 tools/serve_profile.py --http "127.0.0.1:$hp" --grpc "127.0.0.1:$gp" --requests 2000 \
+  --json "$out/serve_profile.json" 2>&1 | tee "$out/serve_profile.log"
+kill -TERM "$spid"; wait "$spid"; echo "profile in $((SECONDS - t0)) s (server exit $?)"
 
 if [[ ${TORCH_CUDA:-0} == 1 ]]; then
   t0=$SECONDS
   # shellcheck disable=SC2086
   timeout 240 python3 -m fusedops.serve.sweep --out "$out/torch_cuda" --size bench --backend torch-cuda \
-    --skip-baseline --durations ${DURATIONS:-1:20 8:15 64:60} >"$out/sweep_torch_cuda.log" 2>&1
+    --skip-baseline --skip-pytriton --durations ${DURATIONS:-1:20 8:15 64:30} "${procs[@]}" \
+    >"$out/sweep_torch_cuda.log" 2>&1
   echo "torch-cuda sweep rc=$? in $((SECONDS - t0)) s"; tail -25 "$out/sweep_torch_cuda.log"
 fi
 
 t0=$SECONDS
+# The default path's GPU tests for the PyTorch backends and the engine (the sweep above already checked every
+# response of both servers for ort-cuda); TESTS_FILTER="" runs them all.
 timeout "${TESTS_TIMEOUT:-180}" python3 -m pytest tests/gpu/test_serve_gpu.py -q -p no:cacheprovider -rfE \
+  -k "${TESTS_FILTER-(tritonserver and torch) or engine}" \
   >"$out/tests_serve_gpu.log" 2>&1
 rc=$?; [[ $rc -ne 0 ]] && status=1
 echo "GPU serve tests rc=$rc in $((SECONDS - t0)) s: $(tail -1 "$out/tests_serve_gpu.log")"
