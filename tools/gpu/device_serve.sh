@@ -47,9 +47,16 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log
 
 t0=$SECONDS
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+# The PyTorch ops too whenever a side serves ModelNew on torch-cuda (2026-11-23: BACKEND=torch-cuda failed at the
+# server's start without libfusedops_torch.so).
+targets=(fusedops_ort fusedops); torch_dir=()
+if [[ ${BACKEND:-ort-cuda} == torch-cuda || ${TORCH_CUDA:-0} == 1 ]]; then
+  targets+=(fusedops_torch)
+  torch_dir=(-DTorch_DIR="$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch")
+fi
 if cmake -S plugins -B build/native "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DFUSEDOPS_CUDA=ON \
-     -DFUSEDOPS_CUDA_ARCHS="${FUSEDOPS_CUDA_ARCHS:-90}" >"$out/build.log" 2>&1 &&
-   cmake --build build/native -j"$(nproc)" --target fusedops_ort fusedops >>"$out/build.log" 2>&1; then
+     -DFUSEDOPS_CUDA_ARCHS="${FUSEDOPS_CUDA_ARCHS:-90}" "${torch_dir[@]}" >"$out/build.log" 2>&1 &&
+   cmake --build build/native -j"$(nproc)" --target "${targets[@]}" >>"$out/build.log" 2>&1; then
   echo "native build OK in $((SECONDS - t0)) s: $(ls build/native/lib | tr '\n' ' ')"
 else
   echo "native build FAILED"; tail -30 "$out/build.log"; exit 1
