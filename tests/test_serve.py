@@ -111,14 +111,18 @@ def test_eight_concurrent_clients_nothing_lost_nothing_wrong(server, protocol, b
     assert result["ok"]
 
 
-def test_load_spread_over_client_processes(server):
-    """--processes 2: two spawned client processes share each point; their tallies merge, every response checked."""
+def test_load_spread_over_client_processes(server, capsys):
+    """--processes 2: two spawned client processes share each point; their tallies merge, every response checked.
+    Each finished point is also logged on stderr at once (a run cut off by an outer limit still shows it)."""
     result = run_loadtest(LoadOptions(url=server.grpc_url, reference="1", concurrency=[1, 4], duration_s=1.0,
                                       timeout_s=TIMEOUT_S, tolerance="fp32", processes=2))
     for p in result["points"]:
         assert p["ok"] > 4 and p["wrong"] == p["errors"] == p["lost"] == 0, p
         assert len({p["p50_ms"], p["p99_ms"]}) == 2 and p["throughput_inf_s"] > 0
     assert result["ok"]
+    err = capsys.readouterr().err
+    for p in result["points"]:
+        assert f"loadtest: batch 1 concurrency {p['concurrency']}: p50 {p['p50_ms']:.3f}" in err, err
 
 
 def _post(srv, body: bytes, path: str = "/v2/models/fusedops/infer") -> tuple[int, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import queue
+import sys
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -343,6 +344,16 @@ def _point_in_processes(o: LoadOptions, cases, outputs, input_name, concurrency)
     return merged, elapsed, sent
 
 
+def _log_point(p: dict) -> None:
+    """One stderr line per finished point, so a run cut off by an outer time limit still shows what it measured."""
+    def ms(key: str) -> str:
+        v = p.get(key)
+        return "-" if v is None else f"{v:.3f}"
+    print(f"loadtest: batch {p.get('batch')} concurrency {p.get('concurrency')}: p50 {ms('p50_ms')} p99 {ms('p99_ms')} "
+          f"ms, {p.get('ok')} ok, {p.get('wrong')} wrong, {p.get('errors')} errors, {p.get('lost')} lost",
+          file=sys.stderr, flush=True)
+
+
 async def _run(o: LoadOptions, reference: Reference) -> dict:
     client = _Client(o.protocol, o.url.split("://", 1)[-1], max(o.concurrency))
     try:
@@ -361,6 +372,7 @@ async def _run(o: LoadOptions, reference: Reference) -> dict:
             cases = reference.cases(batch, o.pool)
             for c in o.concurrency:
                 points.append(await _point(o, client, cases, served_outputs, reference.input_name, c, batch))
+                _log_point(points[-1])
         return {"model_metadata": md, "points": points}
     finally:
         await client.close()
