@@ -107,6 +107,25 @@ def test_odd_tiled_shapes_match_float64_on_each_backend(abi, backend, case, dtyp
     torch.testing.assert_close(y.double(), ref, rtol=TOL[dtype], atol=TOL[dtype])
 
 
+@pytest.mark.parametrize("backend", ["blas", "eigen"])
+@pytest.mark.parametrize("cpg", [16, 48, 1500])  # the epilogue's per-row group statistics; > 1024: merged blocks
+def test_rows_with_a_large_mean_keep_accurate_statistics(abi, backend, cpg):
+    """GEMM outputs of mean ~100 and std ~1: group statistics in double keep the normalised rows at float32 accuracy."""
+    abi.set_cpu_blas(_choice(backend))
+    G, M, K = 4, 300, 64
+    C = G * cpg
+    gen = torch.Generator().manual_seed(cpg)
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": G, "post": "silu", "trans_b": 1})
+    x = torch.randn(M, K, generator=gen, dtype=torch.float64).float()
+    w = (torch.randn(C, K, generator=gen, dtype=torch.float64) / math.sqrt(K)).float()
+    b = (100 + torch.randn(C, generator=gen, dtype=torch.float64)).float()
+    gamma, beta = torch.rand(C, generator=gen) + 0.5, torch.randn(C, generator=gen)
+    ref = catalog.gemm_group_norm_act_reference(x.double(), w.double(), b.double(), gamma.double(), beta.double(),
+                                                [], a)
+    y = abi.gemm_groupnorm_act_cpu(x, w, b, gamma, beta, [], a)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-4)
+
+
 def test_backends_agree_closely(abi):
     """Same input, both GEMMs: float32 results differ only by summation order (far below the reference tolerance)."""
     a, (x, w, b, gamma, beta, extras), ref = _inputs(ODD_CASES[0], torch.float32)
