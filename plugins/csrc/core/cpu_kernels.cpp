@@ -224,9 +224,11 @@ void row_group_stats(const float* z, int64_t G, int64_t cpg, double eps, double*
       }
     for (; i < cpg; ++i) q[0] += (static_cast<double>(v[i]) - m) * (static_cast<double>(v[i]) - m);
     mean[g] = m;
-    rstd[g] = ((q[0] + q[1]) + (q[2] + q[3])) * inv_n;  // the variance until the loop below
+    rstd[g] = ((q[0] + q[1]) + (q[2] + q[3])) * inv_n;  // the variance until the line below
   }
-  for (int64_t g = 0; g < G; ++g) rstd[g] = 1.0 / std::sqrt(rstd[g] + eps);
+  // Eigen's packet sqrt / divide: a plain std::sqrt loop stays scalar (errno handling keeps it from vectorising).
+  Eigen::Map<Eigen::ArrayXd> r(rstd, G);
+  r = (r + eps).sqrt().inverse();
 }
 
 // Epilogue of one GEMM row z[0..C): bias, pre, GroupNorm over contiguous channel groups, post, reduce/store.
