@@ -126,6 +126,22 @@ def test_rows_with_a_large_mean_keep_accurate_statistics(abi, backend, cpg):
     torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("backend", ["blas", "eigen"])
+@pytest.mark.parametrize("M,trans_b", [(3, 1), (5000, 0)])  # one task / tiled
+def test_k_zero_gives_the_bias_only_result(abi, backend, M, trans_b):
+    """K = 0 is valid (X·W is zero): the BLAS is not called with the zero leading dimension CBLAS forbids."""
+    abi.set_cpu_blas(_choice(backend))
+    C, gen = 64, torch.Generator().manual_seed(M)
+    a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": 4, "post": "silu", "trans_b": trans_b})
+    x, w = torch.empty(M, 0), torch.empty((C, 0) if trans_b else (0, C))
+    b, gamma, beta = torch.randn(C, generator=gen), torch.rand(C, generator=gen) + 0.5, torch.randn(C, generator=gen)
+    ref = catalog.gemm_group_norm_act_reference(x.double(), w.double(), b.double(), gamma.double(), beta.double(),
+                                                [], a)
+    out = torch.full((M, C), float("nan"))
+    y = abi.gemm_groupnorm_act_cpu(x, w, b, gamma, beta, [], a, out=out)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-5)
+
+
 def test_backends_agree_closely(abi):
     """Same input, both GEMMs: float32 results differ only by summation order (far below the reference tolerance)."""
     a, (x, w, b, gamma, beta, extras), ref = _inputs(ODD_CASES[0], torch.float32)

@@ -276,6 +276,10 @@ void gemm_row_epilogue(const fusedops_groupnorm_desc& d, const ChannelParams& p,
 void gemm_block(fusedops::cpu::SgemmFn blas, const float* xf, int64_t rows, int64_t K, const float* wf, int64_t C,
                 bool trans_b, int64_t c0, int64_t nc, float* z, int64_t ldz) {
   if (blas) {  // row-major CBLAS: 101; A not transposed 111; B transposed 112 (W is C x K) or not 111 (K x C)
+    if (K == 0) {  // CBLAS requires leading dimensions >= 1 and some BLAS reject K = 0 without writing C
+      for (int64_t r = 0; r < rows; ++r) std::fill_n(z + r * ldz, nc, 0.0f);
+      return;
+    }
     blas(101, 111, trans_b ? 112 : 111, static_cast<int>(rows), static_cast<int>(nc), static_cast<int>(K), 1.0f, xf,
          static_cast<int>(K), trans_b ? wf + c0 * K : wf + c0, static_cast<int>(trans_b ? K : C), 0.0f, z,
          static_cast<int>(ldz));
