@@ -6,12 +6,15 @@
     session(model, providers=None, allow_tf32=True, sess_options=None) -> onnxruntime.InferenceSession
     run(session, inputs) -> list[np.ndarray]
     kernel_calls(provider=None) -> int                       debug counter: how often the library's kernels ran
+    cpu_blas() -> str                                        the BLAS behind the library's CPU GEMM
 
 ``session`` registers the library on the SessionOptions (once per options object) and picks the CUDA EP first when
 onnxruntime offers it. ``allow_tf32=False`` sets the session config entry ``fusedops.allow_tf32`` = "0" (read by the
 library when it is registered; it overrides every node's ``allow_tf32`` attribute: strict FP32 GEMMs on the CUDA EP);
 ``allow_tf32=True`` leaves each node's attribute in charge (the catalog default 1 = TF32). An entry the caller already
-put on ``sess_options`` is kept.
+put on ``sess_options`` is kept. The CPU GEMM's BLAS: session config ``fusedops.cpu_blas`` (a library path or "eigen",
+read at registration) is set to ``plugins.cpu_blas.default_choice()`` (``$FUSEDOPS_CPU_BLAS``, else the
+scipy-openblas32 wheel's OpenBLAS) unless the caller set it; ``cpu_blas()`` says what the library uses.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import FusedopsError
+from .plugins import cpu_blas as _cpu_blas
 from .plugins import native
 
 LIBRARY_NAME = "fusedops_ort"
 CONFIG_ALLOW_TF32 = "fusedops.allow_tf32"
+CONFIG_CPU_BLAS = "fusedops.cpu_blas"
 _CONFIG_REGISTERED = "fusedops.library_registered"
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _lock = threading.Lock()
@@ -106,6 +111,9 @@ def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool
     if registered is None:
         if not allow_tf32 and _config_entry(so, CONFIG_ALLOW_TF32) != "0":
             so.add_session_config_entry(CONFIG_ALLOW_TF32, "0")
+        blas = _cpu_blas.default_choice()
+        if blas and _config_entry(so, CONFIG_CPU_BLAS) is None:
+            so.add_session_config_entry(CONFIG_CPU_BLAS, blas)
         so.register_custom_ops_library(str(lib))
         so.add_session_config_entry(_CONFIG_REGISTERED, want)
     elif registered != want:
@@ -155,6 +163,8 @@ def _counters() -> ctypes.CDLL:
                 getattr(lib, fn).restype = ctypes.c_int64
                 getattr(lib, fn).argtypes = []
             lib.fusedops_ort_has_cuda.restype = ctypes.c_int
+            lib.fusedops_ort_cpu_blas.restype = ctypes.c_char_p
+            lib.fusedops_ort_cpu_blas.argtypes = []
             _counter_lib = lib
     return _counter_lib
 
@@ -169,6 +179,11 @@ def kernel_calls(provider: str | None = None) -> int:
     if provider.lower().startswith("cuda"):
         return int(lib.fusedops_ort_cuda_kernel_calls())
     raise FusedopsError(f"provider must be 'cpu' or 'cuda', got {provider!r}")
+
+
+def cpu_blas() -> str:
+    """What the ORT library's CPU GEMM uses (its own copy of the kernels), e.g. "OpenBLAS (...) from PATH"."""
+    return _counters().fusedops_ort_cpu_blas().decode(errors="replace")
 
 
 def library_has_cuda() -> bool:

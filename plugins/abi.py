@@ -8,6 +8,8 @@ ops' fake kernel. The PyTorch ops themselves do not come through here: they run 
     PlanOptions(...)                                             kernel variants for A/B timing and tests
     gemm_kernel_choice(desc, device, options) -> (kernel, why)   the planner's GEMM rule (cuBLASLt or CUTLASS)
     groupnorm_act_cuda / gemm_groupnorm_act_cuda / *_cpu(...)    one call through a fresh plan (tests, tools)
+    set_cpu_blas(path), cpu_blas()                               the CPU GEMM's BLAS (plugins/cpu_blas.py's choice
+                                                                 is applied when the library is loaded)
 
 Errors in what the caller gives raise FusedopsError with the library's message; CUDA failures raise RuntimeError.
 """
@@ -26,6 +28,7 @@ import torch
 from fusedops import catalog
 from fusedops.errors import FusedopsError
 
+from . import cpu_blas as _cpu_blas
 from . import native
 
 MAX_STEPS = 16
@@ -127,6 +130,9 @@ def load() -> ctypes.CDLL:
                     "libfusedops.so", "build it with `fusedops build-native` (or set FUSEDOPS_BUILD_DIR)"))
             lib = ctypes.CDLL(str(path))
             _declare(lib)
+            choice = _cpu_blas.default_choice()
+            if choice:
+                _set_cpu_blas(lib, choice)
             _lib = lib
     return _lib
 
@@ -160,6 +166,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fusedops_gemm_kernel_choice": (ctypes.c_int, [od, POINTER(GemmDevice), POINTER(_Options), POINTER(c_int32),
                                                        c_char_p, c_size_t]),
         "fusedops_version": (c_char_p, []),
+        "fusedops_set_cpu_blas": (ctypes.c_int, [c_char_p, c_char_p, c_size_t]),
+        "fusedops_cpu_blas": (c_char_p, []),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)
@@ -178,6 +186,26 @@ def has_cutlass() -> bool:
 
 def version() -> str:
     return load().fusedops_version().decode()
+
+
+def _set_cpu_blas(lib: ctypes.CDLL, path: str | None) -> None:
+    err = _err()
+    rc = lib.fusedops_set_cpu_blas(None if path is None else os.fsencode(path), err, len(err))
+    if rc:
+        _raise("fusedops_set_cpu_blas", rc, err)
+
+
+def set_cpu_blas(path: str | None) -> str:
+    """Choose the CPU GEMM's BLAS: a library path or soname, "eigen", or None (search the system's); returns
+    what the CPU GEMM uses now. FusedopsError naming the path when it does not load or lacks cblas_sgemm."""
+    lib = load()
+    _set_cpu_blas(lib, path)
+    return cpu_blas()
+
+
+def cpu_blas() -> str:
+    """What the CPU GEMM uses, in words (e.g. "OpenBLAS (...) from PATH" or "Eigen 3 GEMM (built in)")."""
+    return load().fusedops_cpu_blas().decode(errors="replace")
 
 
 def _raise(fn: str, rc: int, err: ctypes.Array) -> None:

@@ -257,9 +257,23 @@ GEMM_CASES = [
 ]
 
 
+@pytest.fixture(params=["blas", "eigen"])
+def gemm_backend(abi, request):
+    """The CPU GEMM behind the kernel: the scipy-openblas32 wheel's OpenBLAS (extra cpu-blas) or Eigen's."""
+    from fusedops.plugins import cpu_blas
+
+    choice = "eigen" if request.param == "eigen" else cpu_blas.scipy_openblas_library()
+    if choice is None:
+        pytest.skip("scipy-openblas32 is not installed (extra cpu-blas; scripts/dev.sh installs it)")
+    used = abi.set_cpu_blas(choice)
+    assert used.startswith("OpenBLAS" if request.param == "blas" else "Eigen"), used
+    yield request.param
+    abi.set_cpu_blas(cpu_blas.default_choice())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: f"M{c[0]}K{c[1]}C{c[2]}-{c[6] or '_'}-tb{c[7]}")
-def test_gemm_groupnorm_act_cpu_matches_float64_reference(abi, case, dtype):
+def test_gemm_groupnorm_act_cpu_matches_float64_reference(abi, gemm_backend, case, dtype):
     M, K, C, G, pre, post, reduce, trans_b = case
     gen = torch.Generator().manual_seed(zlib.crc32(repr(case).encode()))  # stable across runs
     a = catalog.parse_attrs("GemmGroupNormAct", {"num_groups": G, "pre": pre, "post": post, "reduce": reduce,

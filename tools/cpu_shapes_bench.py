@@ -1,6 +1,7 @@
 """CPU timing of fused vs unfused ONNX Runtime on GroupNorm shapes of real models (docs/exporter.md, "CPU kernels").
 
-    python tools/cpu_shapes_bench.py [--lib PATH] [--iters 30] [--repeats 3] [--only NAME ...]
+    python tools/cpu_shapes_bench.py [--lib PATH] [--cpu-blas auto|eigen|PATH] [--threads N] [--iters 30]
+                                     [--repeats 3] [--only NAME ...] [--breakdown]
 
 For each case a small PyTorch block (random weights) is exported, fused, and both graphs are run by ONNX Runtime's
 CPU EP (``--threads``: intra-op threads of both sessions, default ORT's own setting), unfused = the standard-op export, fused = the fused
@@ -8,6 +9,11 @@ export with the fusedops library (``--lib`` picks another build of it, e.g. the 
 table). Sessions are timed alternately (median of ``--iters`` runs after warm-up) and the whole measurement is
 repeated ``--repeats`` times, so the spread of the ratio shows the noise of a shared machine. Prints one Markdown
 table row per case: shape, S, unfused ms, fused ms, unfused/fused (median and min-max over the repeats).
+``--cpu-blas`` picks the fused GEMM's BLAS (session config ``fusedops.cpu_blas``; auto = what ``fusedops.ort.session``
+uses: ``$FUSEDOPS_CPU_BLAS``, else the scipy-openblas32 wheel's OpenBLAS, else the library's search and Eigen).
+``--breakdown`` adds, for the GEMM cases, the parts of the unfused graph timed alone (its Linear, i.e. ORT's MatMul +
+bias, and its GroupNorm + SiLU on the GEMM's output) and the bound they put on the speed-up: a fused op whose GEMM is
+as fast as ORT's and whose epilogue were free would be (Linear + GroupNorm part) / Linear faster than unfused.
 """
 
 from __future__ import annotations
@@ -75,16 +81,33 @@ CASES = {
 }
 
 
-def _session(model, lib: str | None, threads: int = 0):
+def _session(model, lib: str | None, threads: int = 0, cpu_blas: str | None = None):
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.intra_op_num_threads = threads
     if lib:
+        if cpu_blas:  # read when the library is registered
+            so.add_session_config_entry("fusedops.cpu_blas", cpu_blas)
         so.register_custom_ops_library(lib)
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-def measure(name: str, lib: str, iters: int, repeats: int, threads: int = 0) -> dict:
+def _alternate(sessions: dict, feeds: dict, iters: int) -> dict:
+    """Median ms of each session, runs alternating so drifting load hits all alike."""
+    times = {k: [] for k in sessions}
+    for k, s_ in sessions.items():
+        for _ in range(3):
+            s_.run(None, feeds[k])
+    for _ in range(iters):
+        for k, s_ in sessions.items():
+            t0 = time.perf_counter()
+            s_.run(None, feeds[k])
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def measure(name: str, lib: str, iters: int, repeats: int, threads: int = 0, cpu_blas: str | None = None,
+            breakdown: bool = False) -> dict:
     make, shape, s = CASES[name]
     torch.manual_seed(0)
     module = make().eval()
@@ -92,27 +115,34 @@ def measure(name: str, lib: str, iters: int, repeats: int, threads: int = 0) -> 
     unfused = export_module(module, x)
     fused = fuse_model(unfused)
     assert any(n.domain == "fusedops" for n in fused.graph.node), f"{name}: nothing fused"
-    sessions = {"unfused": _session(unfused, None, threads), "fused": _session(fused, lib, threads)}
-    feed = {unfused.graph.input[0].name: x.numpy()}
-    ys = {k: s_.run(None, feed)[0] for k, s_ in sessions.items()}
+    sessions = {"unfused": _session(unfused, None, threads), "fused": _session(fused, lib, threads, cpu_blas)}
+    feeds = {k: {unfused.graph.input[0].name: x.numpy()} for k in sessions}
+    if breakdown and hasattr(module, "lin"):  # the unfused graph's two parts, each exported and timed alone
+        with torch.no_grad():
+            z = module.lin(x)
+        gn = GnAct(z.shape[-1], module.gn.num_groups).eval()
+        gn.gn.load_state_dict(module.gn.state_dict())
+        z2 = z.reshape(-1, z.shape[-1])
+        lin_model, gn_model = export_module(module.lin, x), export_module(gn, z2)
+        sessions["linear"] = _session(lin_model, None, threads)
+        sessions["gn_part"] = _session(gn_model, None, threads)
+        feeds["linear"] = {lin_model.graph.input[0].name: x.numpy()}
+        feeds["gn_part"] = {gn_model.graph.input[0].name: z2.numpy()}
+    ys = {k: sessions[k].run(None, feeds[k])[0] for k in ("unfused", "fused")}
     err = float(np.abs(ys["fused"] - ys["unfused"]).max())
-    ratios, med = [], {"unfused": [], "fused": []}
+    ratios, med = [], {k: [] for k in sessions}
     for _ in range(repeats):
-        times = {"unfused": [], "fused": []}
-        for k, s_ in sessions.items():
-            for _ in range(3):
-                s_.run(None, feed)
-        for _ in range(iters):
-            for k, s_ in sessions.items():  # alternate, so drifting load hits both alike
-                t0 = time.perf_counter()
-                s_.run(None, feed)
-                times[k].append(time.perf_counter() - t0)
-        for k in times:
-            med[k].append(statistics.median(times[k]) * 1e3)
-        ratios.append(med["unfused"][-1] / med["fused"][-1])
-    return {"name": name, "shape": shape, "S": s, "unfused_ms": statistics.median(med["unfused"]),
-            "fused_ms": statistics.median(med["fused"]), "ratio": statistics.median(ratios),
-            "ratio_min": min(ratios), "ratio_max": max(ratios), "max_abs_diff": err}
+        m = _alternate(sessions, feeds, iters)
+        for k in m:
+            med[k].append(m[k])
+        ratios.append(m["unfused"] / m["fused"])
+    out = {"name": name, "shape": shape, "S": s, "unfused_ms": statistics.median(med["unfused"]),
+           "fused_ms": statistics.median(med["fused"]), "ratio": statistics.median(ratios),
+           "ratio_min": min(ratios), "ratio_max": max(ratios), "max_abs_diff": err}
+    if "linear" in med:
+        out["linear_ms"] = statistics.median(med["linear"])
+        out["gn_part_ms"] = statistics.median(med["gn_part"])
+    return out
 
 
 def main(argv=None) -> int:
@@ -123,18 +153,34 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="*", default=None)
     p.add_argument("--threads", type=int, default=0, help="intra_op_num_threads of both sessions (0: ORT's default); "
                    "1 compares the kernels themselves, least disturbed by other jobs on a shared machine")
+    p.add_argument("--cpu-blas", default="auto", help="the fused GEMM's BLAS: auto (as fusedops.ort.session), "
+                   "eigen (the built-in GEMM) or a library path")
+    p.add_argument("--breakdown", action="store_true", help="GEMM cases: also time the unfused graph's Linear and "
+                   "GroupNorm parts alone")
     a = p.parse_args(argv)
-    lib = a.lib
-    if lib is None:
-        from fusedops import ort as fo
-        lib = str(fo.library_path())
-    print("| case | shape | S | unfused ORT ms | fused + library ms | unfused/fused (median; min-max) | max abs diff |")
-    print("|---|---|---|---|---|---|---|")
+    from fusedops import ort as fo
+    from fusedops.plugins import cpu_blas as cb
+
+    lib = a.lib or str(fo.library_path())
+    blas = cb.default_choice() if a.cpu_blas == "auto" else a.cpu_blas
+    print(f"fused GEMM BLAS: {blas or 'the library search (system sonames), else Eigen'}; "
+          f"threads: {a.threads or 'ORT default'}")
+    extra = " Linear alone ms | GN part alone ms | bound (L+G)/L |" if a.breakdown else ""
+    print("| case | shape | S | unfused ORT ms | fused + library ms | unfused/fused (median; min-max) | max abs diff |"
+          + extra)
+    print("|---|---|---|---|---|---|---|" + ("---|---|---|" if a.breakdown else ""))
     for name in a.only or CASES:
-        r = measure(name, lib, a.iters, a.repeats, a.threads)
-        print(f"| {r['name']} | {'x'.join(map(str, r['shape']))} | {r['S']} | {r['unfused_ms']:.3f} | "
-              f"{r['fused_ms']:.3f} | {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | "
-              f"{r['max_abs_diff']:.1e} |", flush=True)
+        r = measure(name, lib, a.iters, a.repeats, a.threads, blas, a.breakdown)
+        row = (f"| {r['name']} | {'x'.join(map(str, r['shape']))} | {r['S']} | {r['unfused_ms']:.3f} | "
+               f"{r['fused_ms']:.3f} | {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | "
+               f"{r['max_abs_diff']:.1e} |")
+        if a.breakdown:
+            if "linear_ms" in r:
+                bound = (r["linear_ms"] + r["gn_part_ms"]) / r["linear_ms"]
+                row += f" {r['linear_ms']:.3f} | {r['gn_part_ms']:.3f} | {bound:.2f}x |"
+            else:
+                row += " - | - | - |"
+        print(row, flush=True)
     return 0
 
 

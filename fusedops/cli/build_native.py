@@ -19,4 +19,7 @@ def run(a) -> int:
     with progress("building the native libraries", enabled=not a.verbose):
         path = native.build(cuda=a.cuda, verbose=a.verbose)
     print(f"native libraries in {path}")
+    from ..plugins import abi  # lazy: loads torch and the library just built; --help imports none
+
+    print(f"CPU GEMM: {abi.cpu_blas()}")  # the BLAS the CPU GemmGroupNormAct loads (plugins/cpu_blas.py's choice)
     return 0

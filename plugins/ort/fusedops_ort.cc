@@ -351,23 +351,33 @@ std::vector<std::unique_ptr<Registration>>& registrations() {
   return r;
 }
 
+// A session config entry's value; false when absent (or unreadable).
+bool read_config(const OrtApi* api, const OrtSessionOptions* so, const char* key, std::string* out) {
+  int has = 0;
+  OrtStatus* st = api->HasSessionConfigEntry(so, key, &has);
+  if (st) {
+    api->ReleaseStatus(st);
+    return false;
+  }
+  if (!has) return false;
+  size_t size = 0;  // first call: the size with the terminating NUL
+  st = api->GetSessionConfigEntry(so, key, nullptr, &size);
+  if (st) api->ReleaseStatus(st);
+  std::vector<char> buf(size + 1, '\0');
+  size = buf.size();
+  st = api->GetSessionConfigEntry(so, key, buf.data(), &size);
+  if (st) {
+    api->ReleaseStatus(st);
+    return false;
+  }
+  *out = buf.data();
+  return true;
+}
+
 // Session config fusedops.allow_tf32 ("0"/"1"), read when the library is registered on the options.
 int read_allow_tf32(const OrtApi* api, const OrtSessionOptions* so, std::string* bad) {
-  int has = 0;
-  OrtStatus* st = api->HasSessionConfigEntry(so, kConfigAllowTf32, &has);
-  if (st) {
-    api->ReleaseStatus(st);
-    return -1;
-  }
-  if (!has) return -1;
-  char buf[64] = {0};
-  size_t size = sizeof buf;
-  st = api->GetSessionConfigEntry(so, kConfigAllowTf32, buf, &size);
-  if (st) {
-    api->ReleaseStatus(st);
-    return -1;
-  }
-  const std::string v(buf);
+  std::string v;
+  if (!read_config(api, so, kConfigAllowTf32, &v)) return -1;
   if (v == "0") return 0;
   if (v == "1") return 1;
   *bad = v;
@@ -399,6 +409,15 @@ FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions*
       return api->CreateStatus(ORT_INVALID_ARGUMENT,
                                ("fusedops: session config fusedops.allow_tf32 must be '0' or '1', got '" + bad + "'")
                                    .c_str());
+    // Session config fusedops.cpu_blas: the CPU GEMM's BLAS (a library path, or "eigen"), process-wide for this
+    // library (fusedops_set_cpu_blas); fusedops.ort.session() sets it to the scipy-openblas32 wheel's library.
+    std::string blas;
+    if (read_config(api, options, kConfigCpuBlas, &blas)) {
+      char err[512] = {0};
+      if (fusedops_set_cpu_blas(blas.c_str(), err, sizeof err) != FUSEDOPS_OK)
+        return api->CreateStatus(ORT_INVALID_ARGUMENT,
+                                 (std::string("fusedops: session config fusedops.cpu_blas: ") + err).c_str());
+    }
     auto reg = std::make_unique<Registration>();
     reg->api = api;
     const ONNXTensorElementDataType F = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
@@ -430,6 +449,8 @@ FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions*
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_kernel_calls(void) { return g_cpu_calls.load() + g_cuda_calls.load(); }
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cpu_kernel_calls(void) { return g_cpu_calls.load(); }
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cuda_kernel_calls(void) { return g_cuda_calls.load(); }
+// What the CPU GEMM of this library uses (its own copy of the core): fusedops_cpu_blas().
+FUSEDOPS_ORT_EXPORT const char* fusedops_ort_cpu_blas(void) { return fusedops_cpu_blas(); }
 FUSEDOPS_ORT_EXPORT int fusedops_ort_has_cuda(void) {
 #ifdef FUSEDOPS_ORT_WITH_CUDA
   return 1;

@@ -25,6 +25,7 @@ constexpr const char* kDomain = "fusedops";
 constexpr const char* kCpuEP = "CPUExecutionProvider";
 constexpr const char* kCudaEP = "CUDAExecutionProvider";
 constexpr const char* kConfigAllowTf32 = "fusedops.allow_tf32";
+constexpr const char* kConfigCpuBlas = "fusedops.cpu_blas";
 
 // One counter each for the whole library (inline: one definition across its translation units).
 inline std::atomic<int64_t> g_cpu_calls{0};

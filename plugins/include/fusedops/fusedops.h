@@ -241,6 +241,16 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_cpu(const fusedops_gemm_desc* d, co
                                                  const void* const* extras, int32_t num_extras, void* y,
                                                  char* err, size_t err_len);
 
+/* The CPU GEMM's BLAS (GemmGroupNormAct on the CPU). By default the first CPU GEMM searches well-known system BLAS
+ * sonames (libopenblas.so.0, libblis.so.4, libmkl_rt.so.2, ...) and uses Eigen's GEMM when none loads.
+ * path: a shared library (path or soname) exporting an LP64 cblas_sgemm (or scipy-openblas's scipy_cblas_sgemm);
+ * "eigen" for Eigen's GEMM; NULL to rerun the search. The library is set to one thread per call (the kernels'
+ * pool runs calls on disjoint tiles). Returns FUSEDOPS_OK, or FUSEDOPS_ERR_INVALID_ARGUMENT with one line naming the
+ * path and the problem (the previous choice is kept). Process-wide for this copy of the library. */
+FUSEDOPS_API int fusedops_set_cpu_blas(const char* path, char* err, size_t err_len);
+/* What the CPU GEMM uses, in words (e.g. "OpenBLAS (...) from PATH"); valid for the process's lifetime. */
+FUSEDOPS_API const char* fusedops_cpu_blas(void);
+
 /* 1 if this build has the CUDA entries. */
 FUSEDOPS_API int fusedops_has_cuda(void);
 FUSEDOPS_API const char* fusedops_version(void);
