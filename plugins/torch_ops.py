@@ -91,6 +91,9 @@ def load() -> tuple:
         return _loaded
     with _lock:
         if _loaded is None:
+            # The ops link libfusedops.so: loading it here first applies the Python layer's CPU BLAS choice
+            # (plugins/cpu_blas.py) to the instance the CPU GEMM of the ops will run in.
+            abi.load()
             torch.ops.load_library(str(torch_ops_build.library()))  # built for this torch (once, if need be)
             _python_lib = _register_python_parts()
             torch.ops.fusedops._set_poison_outputs(os.environ.get("FUSEDOPS_POISON_OUTPUTS") == "1")

@@ -10,8 +10,10 @@ missing those cases skip and say so.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -228,3 +230,29 @@ def test_ort_session_picks_the_wheel_blas_by_default(fo, monkeypatch):
     fo.session(fused_graph("GroupNormAct", {"num_groups": 2}, 0), providers=["CPUExecutionProvider"])
     assert fo.cpu_blas() == f"{fo.cpu_blas().split(' from ')[0]} from {cpu_blas.scipy_openblas_library()}"
     assert fo.cpu_blas().startswith("OpenBLAS")
+
+
+def test_pytorch_cpu_op_runs_on_the_chosen_blas(abi):
+    """The PyTorch ops link libfusedops.so; loading them applies the Python layer's BLAS choice to that instance, so the
+    CPU op's GEMM runs on the wheel's OpenBLAS rather than the library's own search (Eigen where no system BLAS is).
+    Checked in a fresh process, through a handle on the already-loaded library (RTLD_NOLOAD: no second load)."""
+    wheel_blas = cpu_blas.scipy_openblas_library()
+    if wheel_blas is None:
+        pytest.skip("scipy-openblas32 is not installed (extra cpu-blas): nothing to choose")
+    code = """
+import ctypes, os, sys
+import torch
+from fusedops.plugins import native, torch_ops
+torch_ops.load()
+x, w = torch.rand(5, 48), torch.rand(32, 48)
+y = torch_ops.gemm_group_norm_act(x, w, torch.rand(32), torch.rand(32), torch.rand(32), [], 4)
+assert y.shape == (5, 32) and torch.isfinite(y).all()
+lib = ctypes.CDLL(str(native.library_path("fusedops")), mode=os.RTLD_NOLOAD)
+lib.fusedops_cpu_blas.restype = ctypes.c_char_p
+print(lib.fusedops_cpu_blas().decode())
+"""
+    env = {k: v for k, v in os.environ.items() if k != cpu_blas.ENV}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    used = proc.stdout.strip().splitlines()[-1]
+    assert used.startswith("OpenBLAS") and wheel_blas in used, used
