@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from onnx import TensorProto, helper
 
 from fusedops import catalog
+from native_support import require_native_build
 
 ROOT = Path(__file__).resolve().parent.parent
 ERR_BUF = 1024
@@ -29,15 +29,10 @@ def native_lib():
     global _LIB
     if _LIB is not None:
         return _LIB
-    if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.skip("cmake or a C++ compiler is not available to build the native core")
     from fusedops.plugins import abi, native
 
     if native.library_path("fusedops") is None:
-        proc = subprocess.run(["bash", str(ROOT / "scripts" / "get_native_deps.sh")], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
+        require_native_build("the native core")
         native.build(cuda="auto", targets=["fusedops"])
     _LIB = abi.load()
     return _LIB

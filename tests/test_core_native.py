@@ -9,28 +9,19 @@ from __future__ import annotations
 
 import ctypes
 import math
-import shutil
-import subprocess
 import zlib
-from pathlib import Path
 
 import pytest
 import torch
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
-
-ROOT = Path(__file__).resolve().parent.parent
+from native_support import require_native_build
 
 
 @pytest.fixture(scope="module")
 def abi():
-    if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.skip("cmake or a C++ compiler is not available to build the native core")
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "get_native_deps.sh")], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
+    require_native_build("the native core")
     from fusedops.plugins import abi as abi_mod, native
 
     native.build(cuda="auto", targets=["fusedops"])

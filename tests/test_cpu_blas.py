@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -26,23 +24,14 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 from fusedops.plugins import cpu_blas
 from test_ort_lib import fused_graph  # the ORT tests' graph builder: fused node between Casts to its dtypes
+from native_support import require_native_build
 
-ROOT = Path(__file__).resolve().parent.parent
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 6e-2}  # as tests/test_core_native.py's GEMM test
-
-
-def _native_or_skip():
-    if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.skip("cmake or a C++ compiler is not available to build the native libraries")
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "get_native_deps.sh")], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
 
 
 @pytest.fixture(scope="module")
 def abi():
-    _native_or_skip()
+    require_native_build("the native libraries")
     from fusedops.plugins import abi as abi_mod, native
 
     native.build(cuda="auto", targets=["fusedops"])
@@ -53,7 +42,7 @@ def abi():
 
 @pytest.fixture(scope="module")
 def fo():
-    _native_or_skip()
+    require_native_build("the native libraries")
     from fusedops import ort as fo_mod
 
     fo_mod.build_library(cuda="auto", fetch_deps=False)

@@ -19,8 +19,9 @@ MAX_LINES = 500
 # Written by `python -m fusedops.spec.generate` from the op spec: their length follows the spec, nobody edits them.
 GENERATED = frozenset(generate.OUTPUTS)
 
-# Vendored data: byte-exact fuzzer inputs kept as regression cases, not source.
-VENDORED_PREFIXES = ("tests/native/fuzz_regressions/",)
+# Data, not source: byte-exact fuzzer inputs kept as regression cases, and benchmark runs exactly as `fusedops bench`
+# wrote them (bench/results/README.md: the runs a decision rests on are committed).
+VENDORED_PREFIXES = ("tests/native/fuzz_regressions/", "bench/results/")
 
 EXCLUDED = GENERATED
 

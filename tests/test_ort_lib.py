@@ -23,6 +23,7 @@ from onnx import TensorProto, helper
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
+from native_support import require_native_build
 
 ort = pytest.importorskip("onnxruntime")
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,12 +32,7 @@ CPU = ["CPUExecutionProvider"]
 
 @pytest.fixture(scope="module")
 def fo():
-    if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.skip("cmake or a C++ compiler is not available to build libfusedops_ort.so")
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "get_native_deps.sh")], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
+    require_native_build("libfusedops_ort.so")
     from fusedops import ort as fo_mod
 
     fo_mod.build_library(cuda="auto", fetch_deps=False)

@@ -6,8 +6,6 @@ the user's files are never changed."""
 from __future__ import annotations
 
 import hashlib
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,8 +17,8 @@ from onnx import TensorProto, helper
 import fusedops
 from fusedops.workflows import verify_onnx
 from hostile_support import cli, gn_model, save
+from native_support import require_native_build
 
-ROOT = Path(__file__).resolve().parent.parent
 SCALE = np.linspace(0.5, 1.5, 8)  # gn_model's scale and bias for C=8, opset 21
 BIAS = np.linspace(-0.1, 0.1, 8)
 
@@ -32,12 +30,7 @@ def library():
 
     if fo_ort.unavailable_reason() is None:
         return
-    if shutil.which("cmake") is None or shutil.which("c++") is None:
-        pytest.skip("cmake or a C++ compiler is not available to build libfusedops_ort.so")
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "get_native_deps.sh")], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
+    require_native_build("libfusedops_ort.so")
     fo_ort.build_library(cuda="auto", fetch_deps=False)
 
 

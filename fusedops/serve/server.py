@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -186,6 +187,16 @@ class _StopRequest:
         self.signal_name = signal.Signals(signum).name
         self.event.set()
 
+    def wait(self, death: Callable[[], str | None]) -> int:
+        """Serve until a signal (0) or until ``death()`` names why the server stopped by itself (1, said on stderr)."""
+        while not self.event.wait(0.5):
+            why = death()
+            if why is not None:
+                print(f"fusedops serve: error: {why}", file=sys.stderr)
+                return 1
+        print(f"fusedops serve: {self.signal_name}: draining in-flight requests and stopping", file=sys.stderr)
+        return 0
+
 
 def serve(o: ServeOptions, ready=None) -> int:
     """PyTriton's path (``--server pytriton``): serve until SIGINT / SIGTERM (exit 0) or until Triton dies (exit 1).
@@ -231,13 +242,7 @@ def serve(o: ServeOptions, ready=None) -> int:
                 "max_batch_size": o.max_batch_size if served.batched else 0, "notes": served.notes,
                 "triton_log": str(log_path)}
         (ready or _print_ready)(info)
-        while not stop.event.wait(0.5):
-            if not triton.is_alive():
-                print("fusedops serve: error: Triton stopped unexpectedly", file=sys.stderr)
-                rc = 1
-                break
-        if stop.signal_name:
-            print(f"fusedops serve: {stop.signal_name}: draining in-flight requests and stopping", file=sys.stderr)
+        rc = stop.wait(lambda: None if triton.is_alive() else "Triton stopped unexpectedly")
     finally:
         t0 = time.monotonic()
         triton.stop()  # SIGINT to tritonserver: it refuses new requests and finishes the ones in flight

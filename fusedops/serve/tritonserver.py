@@ -157,14 +157,9 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
                 "model": o.model_name, "backend": backend, "device": device, "server": "tritonserver",
                 "http": f"{o.host}:{o.http_port}", "grpc": f"{o.host}:{o.grpc_port}", "batched": batched,
                 "max_batch_size": o.max_batch_size if batched else 0, "notes": notes, "triton_log": str(log_path)})
-        while not stop.event.wait(0.5):
-            if proc.poll() is not None:
-                print(f"fusedops serve: error: tritonserver stopped unexpectedly (exit {proc.returncode}); its last "
-                      f"error: {_last_error(log_path)}", file=sys.stderr)
-                rc = 1
-                break
-        if stop.signal_name:
-            print(f"fusedops serve: {stop.signal_name}: draining in-flight requests and stopping", file=sys.stderr)
+        rc = stop.wait(lambda: None if proc.poll() is None else
+                       f"tritonserver stopped unexpectedly (exit {proc.returncode}); its last error: "
+                       f"{_last_error(log_path)}")
     finally:
         t0 = time.monotonic()
         rc = _stop(proc, o.exit_timeout_s) or rc

@@ -1,0 +1,22 @@
+"""What every test of the native libraries needs first: a C++ toolchain and the header dependencies
+(scripts/get_native_deps.sh fetches Eigen when missing). Skips, with the reason, where either is unavailable."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def require_native_build(what: str = "the native core") -> None:
+    """pytest.skip naming ``what`` when cmake or a C++ compiler is missing, or when the header deps cannot be had."""
+    if shutil.which("cmake") is None or shutil.which("c++") is None:
+        pytest.skip(f"cmake or a C++ compiler is not available to build {what}")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "get_native_deps.sh")], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
