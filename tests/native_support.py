@@ -20,3 +20,13 @@ def require_native_build(what: str = "the native core") -> None:
                           stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         pytest.skip(f"native header deps unavailable (offline?): {proc.stdout.strip().splitlines()[-1:]}")
+
+
+def built_abi(what: str = "the native core"):
+    """fusedops.plugins.abi with libfusedops.so built (here, if needed) and loaded; skips where it cannot be built."""
+    require_native_build(what)
+    from fusedops.plugins import abi, native  # lazy: a skipped module never imports the native layer
+
+    native.build(cuda="auto", targets=["fusedops"])
+    abi.load()
+    return abi

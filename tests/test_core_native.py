@@ -16,17 +16,12 @@ import torch
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
-from native_support import require_native_build
+from native_support import built_abi
 
 
 @pytest.fixture(scope="module")
 def abi():
-    require_native_build("the native core")
-    from fusedops.plugins import abi as abi_mod, native
-
-    native.build(cuda="auto", targets=["fusedops"])
-    abi_mod.load()
-    return abi_mod
+    return built_abi("the native core")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -24,18 +24,14 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 from fusedops.plugins import cpu_blas
 from test_ort_lib import fused_graph  # the ORT tests' graph builder: fused node between Casts to its dtypes
-from native_support import require_native_build
+from native_support import built_abi, require_native_build
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 6e-2}  # as tests/test_core_native.py's GEMM test
 
 
 @pytest.fixture(scope="module")
 def abi():
-    require_native_build("the native libraries")
-    from fusedops.plugins import abi as abi_mod, native
-
-    native.build(cuda="auto", targets=["fusedops"])
-    abi_mod.load()
+    abi_mod = built_abi("the native libraries")
     yield abi_mod
     abi_mod.set_cpu_blas(cpu_blas.default_choice())  # leave the process as loading the library leaves it
 

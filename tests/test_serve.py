@@ -30,9 +30,9 @@ from fusedops.models.registry import get_entry  # noqa: E402
 from fusedops.serve.loadtest import LoadOptions, run_loadtest  # noqa: E402
 from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
 from fusedops.serve.server import TEST_DELAY_ENV, ServeOptions, resolve_server  # noqa: E402
+from serve_support import TIMEOUT_S, grpc_infer as _grpc_infer, http_infer as _http_infer  # noqa: E402
 
 ATOL = RTOL = 1e-4  # float32 on the CPU against float64
-TIMEOUT_S = 30.0
 
 pytestmark = pytest.mark.skipif(fo_ort.unavailable_reason() is not None,
                                 reason=f"libfusedops_ort.so not built: {fo_ort.unavailable_reason()}")
@@ -59,20 +59,6 @@ def server(model1_onnx, tmp_path_factory):
                        "--max-queue-delay-us", "500")
     yield srv
     srv.stop()
-
-
-def _http_infer(srv, x, dtype="FP32", name="input"):
-    with httpclient.InferenceServerClient(srv.http_url, network_timeout=TIMEOUT_S) as c:
-        inp = httpclient.InferInput(name, list(x.shape), dtype)
-        inp.set_data_from_numpy(x)
-        return c.infer(srv.model_name, [inp]).as_numpy("output")
-
-
-def _grpc_infer(srv, x):
-    with grpcclient.InferenceServerClient(srv.grpc_url) as c:
-        inp = grpcclient.InferInput("input", list(x.shape), "FP32")
-        inp.set_data_from_numpy(x)
-        return c.infer(srv.model_name, [inp], client_timeout=TIMEOUT_S).as_numpy("output")
 
 
 def test_ready_and_metadata(server):

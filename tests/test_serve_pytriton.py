@@ -17,25 +17,18 @@ import pytest
 import torch
 
 pytest.importorskip("pytriton", reason="PyTriton (the serve extra) is not installed: pip install -e '.[serve]'")
-grpcclient = pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] (the serve extra) is not installed")
+pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] (the serve extra) is not installed")
 
 from fusedops import ort as fo_ort  # noqa: E402
 from fusedops.api import export  # noqa: E402
 from fusedops.models.registry import get_entry  # noqa: E402
 from fusedops.serve.process import start_server  # noqa: E402
+from serve_support import TIMEOUT_S, grpc_infer as _grpc_infer  # noqa: E402
 
 ATOL = RTOL = 1e-4
-TIMEOUT_S = 30.0
 
 pytestmark = pytest.mark.skipif(fo_ort.unavailable_reason() is not None,
                                 reason=f"libfusedops_ort.so not built: {fo_ort.unavailable_reason()}")
-
-
-def _grpc_infer(srv, x):
-    with grpcclient.InferenceServerClient(srv.grpc_url) as c:
-        inp = grpcclient.InferInput("input", list(x.shape), "FP32")
-        inp.set_data_from_numpy(x)
-        return c.infer(srv.model_name, [inp], client_timeout=TIMEOUT_S).as_numpy("output")
 
 
 def test_pytriton_path_serves_correctly_and_stops_cleanly(tmp_path):

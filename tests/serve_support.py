@@ -1,0 +1,23 @@
+"""Client calls the serving tests share (tritonclient over loopback). Imported after the test modules'
+``pytest.importorskip`` of the serve extra, so a machine without it skips those modules with the reason."""
+
+from __future__ import annotations
+
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+TIMEOUT_S = 30.0
+
+
+def http_infer(srv, x, dtype="FP32", name="input"):
+    with httpclient.InferenceServerClient(srv.http_url, network_timeout=TIMEOUT_S) as c:
+        inp = httpclient.InferInput(name, list(x.shape), dtype)
+        inp.set_data_from_numpy(x)
+        return c.infer(srv.model_name, [inp]).as_numpy("output")
+
+
+def grpc_infer(srv, x):
+    with grpcclient.InferenceServerClient(srv.grpc_url) as c:
+        inp = grpcclient.InferInput("input", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        return c.infer(srv.model_name, [inp], client_timeout=TIMEOUT_S).as_numpy("output")
