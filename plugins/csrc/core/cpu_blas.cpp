@@ -5,8 +5,9 @@
 //
 // Threads: the CPU kernels call the BLAS from their own pool's workers, one call per disjoint tile, so the BLAS must
 // stay single-threaded inside a call (on two cores as fast as one two-thread BLAS call, and no BLAS threads compete
-// with ORT's spinning intra-op workers; docs/exporter.md). The thread count is set to 1 through the loaded library's own entry (OpenBLAS, BLIS, MKL);
-// this is process-wide for that library, which is why the project uses a BLAS copy of its own (scipy-openblas32).
+// with ORT's spinning intra-op workers; docs/exporter.md). The thread count is set to 1 through the loaded library's
+// own entry (OpenBLAS, BLIS, MKL); this is process-wide for that library, which is why the project uses a BLAS copy
+// of its own (scipy-openblas32).
 #include "core/cpu_blas.h"
 
 #include <dlfcn.h>
