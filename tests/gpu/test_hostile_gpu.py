@@ -1,7 +1,7 @@
 """The hostile numerics on the CUDA kernels (marker ``gpu``; skipped with the reason without a CUDA device): NaN and
 ±inf in every channel under every reduction (the CPU kernel dropped a NaN of the first channels under logsumexp),
 infinite clamp bounds, one huge group, zero-sized batches. Run on the device with
-``python -m pytest tests/test_hostile_gpu.py -q``."""
+``python -m pytest tests/gpu/test_hostile_gpu.py -q``."""
 
 from __future__ import annotations
 
@@ -9,25 +9,14 @@ import pytest
 import torch
 
 from fusedops import catalog
+from kernel_support import DEV, SKIP_REASON, abi
 
 pytestmark = pytest.mark.gpu
 
-try:
-    from fusedops.plugins import abi
-
-    _LIB_ERR = None if abi.has_cuda() else "libfusedops was built without CUDA kernels"
-except Exception as e:  # noqa: BLE001 - any failure to load the library is a reason to skip
-    abi = None
-    _LIB_ERR = f"fusedops native library not loadable: {e}"
-
-if not torch.cuda.is_available():
-    pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
-if _LIB_ERR:
-    pytest.skip(f"needs the fusedops CUDA library: {_LIB_ERR} (run `fusedops build-native`)",
-                allow_module_level=True)
+if SKIP_REASON:
+    pytest.skip(SKIP_REASON, allow_module_level=True)
 
 NAN, INF = float("nan"), float("inf")
-DEV = torch.device("cuda")
 
 
 def _ref(x, extra, a):
