@@ -34,10 +34,7 @@ _PROTOBUF_LIMIT = 2**31 - 1  # a single ONNX file (no external data) cannot be l
 def _entry(model_name: str):
     if not isinstance(model_name, (str, int)) or isinstance(model_name, bool):
         raise UsageError(f"model must be a model key or number, got {type(model_name).__name__}")
-    try:
-        return get_entry(model_name)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    return get_entry(model_name)
 
 
 def _check_size(size: str) -> None:

@@ -9,6 +9,8 @@ from typing import Callable
 
 import torch
 
+from fusedops.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Sizes:
@@ -77,10 +79,10 @@ def model_names() -> list[str]:
 
 
 def get_entry(name: str) -> ModelEntry:
-    """Look a model up by key, number ("1".."4") or module name; ValueError names the choices."""
+    """Look a model up by key, number ("1".."4") or module name; UsageError (a ValueError) names the choices."""
     key = str(name).strip()
     for e in REGISTRY.values():
         if key in (e.key, str(e.number), e.module_name, f"model{e.number}"):
             return e
-    raise ValueError(f"unknown model {name!r}; choose one of: "
+    raise UsageError(f"unknown model {name!r}; choose one of: "
                      + ", ".join(f"{e.key} ({e.number})" for e in REGISTRY.values()))

@@ -165,12 +165,7 @@ def run_bench(models: Iterable[str] | None = None, size: str = "bench", repeats:
     for p in precisions:
         if p not in PRECISIONS:
             raise FusedopsError(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
-    entries = []
-    for m in (list(models) if models else model_names()):
-        try:
-            entries.append(get_entry(m))
-        except ValueError as e:
-            raise FusedopsError(str(e)) from None
+    entries = [get_entry(m) for m in (list(models) if models else model_names())]
 
     log = (lambda s: None) if quiet else (lambda s: print(f"[bench] {s}", flush=True))
     report = BenchReport(

@@ -341,12 +341,7 @@ def run_latency(models: Sequence[str] | None = None, precisions: Sequence[str] =
     for b in batches:
         if b != "ref" and (not str(b).isdigit() or int(b) < 1):
             raise FusedopsError(f"batch must be a positive integer or 'ref', got {b!r}")
-    entries = []
-    for m in (list(models) if models else model_names()):
-        try:
-            entries.append(get_entry(m))
-        except ValueError as e:
-            raise FusedopsError(str(e)) from None
+    entries = [get_entry(m) for m in (list(models) if models else model_names())]
     log = (lambda s: None) if quiet else (lambda s: print(f"[latency] {s}", flush=True))
     report = LatencyReport(date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                            gpu=torch.cuda.get_device_name(), torch=torch.__version__, calls=calls,

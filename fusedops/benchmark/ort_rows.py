@@ -31,10 +31,7 @@ CPU_EP = "CPUExecutionProvider"
 
 def _entry(entry: Any):
     if isinstance(entry, str) or isinstance(entry, int):
-        try:
-            return get_entry(str(entry))
-        except ValueError as e:
-            raise FusedopsError(str(e)) from None
+        return get_entry(str(entry))
     return entry
 
 

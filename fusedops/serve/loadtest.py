@@ -112,10 +112,7 @@ class Reference:
 
             from fusedops.models.registry import get_entry
 
-            try:
-                self._entry = get_entry(reference)
-            except ValueError as e:
-                raise FusedopsError(str(e)) from None
+            self._entry = get_entry(reference)
             self.kind = "torch"
             self._device = "cuda" if torch.cuda.is_available() else "cpu"
             self._model = self._entry.build(size).double().to(self._device).eval()
