@@ -73,20 +73,16 @@ if has sanitize; then
     [[ $src == 0 ]] || rc=1
   done
 fi
-if has bench; then
-  t0=$SECONDS
-  $py tools/cutlass_bench.py bench --json "$out/cutlass_bench.json" >"$out/bench.log" 2>&1 || rc=1
-  sed -n '/^precision model/,$p' "$out/bench.log"
-  grep -E "Error|error" "$out/bench.log" | head -5
-  echo "bench: $((SECONDS - t0)) s"
-fi
-if has accuracy; then
-  t0=$SECONDS
-  $py tools/cutlass_bench.py accuracy --json "$out/cutlass_accuracy.json" >"$out/accuracy.log" 2>&1 || rc=1
-  sed -n '/^model K/,$p' "$out/accuracy.log"
-  grep -E "Error|error" "$out/accuracy.log" | head -5
-  echo "accuracy: $((SECONDS - t0)) s"
-fi
+# One mode of tools/cutlass_bench.py: its JSON and log, its table from the header line on, its errors, its time.
+cutlass_table() {  # mode, the table's header line
+  local t0=$SECONDS
+  $py tools/cutlass_bench.py "$1" --json "$out/cutlass_$1.json" >"$out/$1.log" 2>&1 || rc=1
+  sed -n "/^$2/,\$p" "$out/$1.log"
+  grep -E "Error|error" "$out/$1.log" | head -5
+  echo "$1: $((SECONDS - t0)) s"
+}
+has bench && cutlass_table bench "precision model"
+has accuracy && cutlass_table accuracy "model K"
 if has models; then
   t0=$SECONDS
   timeout 300 $py -m pytest tests/gpu/test_models_gpu.py tests/gpu/test_fused_ops_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$out/models.log" \
