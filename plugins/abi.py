@@ -64,8 +64,16 @@ class GemmDesc(ctypes.Structure):
     _fields_ = [("gn", GroupNormDesc), ("K", c_int64), ("trans_b", c_int32), ("allow_tf32", c_int32)]
 
 
+class ConvDesc(ctypes.Structure):
+    """fusedops_conv_desc: ConvTransposeGroupNormAct's transposed convolution (zero for the other ops)."""
+    _fields_ = [("spatial_rank", c_int32), ("group", c_int32), ("in_channels", c_int64), ("input", c_int64 * 3),
+                ("output", c_int64 * 3), ("kernel", c_int32 * 3), ("strides", c_int32 * 3),
+                ("pads_begin", c_int32 * 3), ("pads_end", c_int32 * 3), ("output_padding", c_int32 * 3),
+                ("dilations", c_int32 * 3), ("channels_last", c_int32)]
+
+
 class OpDesc(ctypes.Structure):
-    _fields_ = [("op", c_int32), ("d", GemmDesc)]
+    _fields_ = [("op", c_int32), ("d", GemmDesc), ("conv", ConvDesc)]
 
 
 class Attributes(ctypes.Structure):

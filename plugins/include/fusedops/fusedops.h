@@ -102,10 +102,35 @@ typedef struct {
 
 /* ---- Ops, attributes and shape rules (one set, behind the ABI, for every adapter) -------------------------------- */
 
-/* One node of either op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1). */
+/* The transposed convolution of ConvTransposeGroupNormAct (ONNX ConvTranspose semantics, explicit pads; auto_pad and
+ * output_shape are resolved by the exporter). X is (N, in_channels, *input), W is (in_channels, C / group, *kernel),
+ * B (optional) has C elements; Y is (N, C, *output) with, per spatial dim i,
+ *   output[i] = strides[i] * (input[i] - 1) + output_padding[i] + dilations[i] * (kernel[i] - 1) + 1
+ *               - pads_begin[i] - pads_end[i].
+ * Unused trailing dims (i >= spatial_rank) are 1 / 0 as for a size-1 dimension. */
+typedef struct {
+  int32_t spatial_rank; /* 1 or 2 */
+  int32_t group;        /* convolution groups: in_channels % group == 0 and C % group == 0 */
+  int64_t in_channels;
+  int64_t input[3];  /* input spatial sizes */
+  int64_t output[3]; /* output spatial sizes; gn.S is their product */
+  int32_t kernel[3];
+  int32_t strides[3];
+  int32_t pads_begin[3];
+  int32_t pads_end[3];
+  int32_t output_padding[3];
+  int32_t dilations[3];
+  int32_t channels_last; /* 1: X is (N, *input, in_channels) and Y (N, *output, C) in memory (PyTorch channels_last);
+                            ONNX Runtime and TensorRT pass 0 */
+} fusedops_conv_desc;
+
+/* One node of any op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1); GemmGroupNormAct d.gn and
+ * d's GEMM fields; ConvTransposeGroupNormAct d.gn (N = batch, C = output channels, S = product of conv.output),
+ * d.allow_tf32 (float32 X: 1 = TF32 tensor cores, 0 = float32-accurate) and conv. */
 typedef struct {
   int32_t op; /* fusedops_op */
   fusedops_gemm_desc d;
+  fusedops_conv_desc conv; /* ConvTransposeGroupNormAct only; zero otherwise */
 } fusedops_op_desc;
 
 /* A node's attributes as text and numbers, exactly as on the ONNX node and in the PyTorch op's schema. */
