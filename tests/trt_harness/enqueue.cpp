@@ -92,6 +92,10 @@ bool runEnqueue(Options const& o, IPluginV3OneRuntime* rt, std::vector<PluginTen
   void* ws = buffers.alloc(workspaceBytes, err);
   CUDA_TRY(err);
   CUDA_TRY(cudaMemset(ws, 0xFF, std::max<size_t>(workspaceBytes, 1)));  // the kernels must not rely on zeroed memory
+  // cudaMemset runs on the legacy default stream, which does not order against the non-blocking stream below: without
+  // this wait the 0xFF fill could land after the plugin's own zeroing of its workspace counters (2026-11-23: the
+  // one-pass GroupNorm then waited forever at batch 16, where the 272 MB output fill was still running).
+  CUDA_TRY(cudaDeviceSynchronize());
   cudaStream_t stream = nullptr;
   CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> streamGuard(stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
