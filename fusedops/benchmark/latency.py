@@ -11,8 +11,9 @@ For each model, precision (fp32 / tf32 / bf16) and batch, every variant is timed
 Variants: ``eager`` (Model), ``compile:<mode>`` (torch.compile(Model) per mode: default, reduce-overhead,
 max-autotune-no-cudagraphs), ``fused`` (ModelNew), ``fused_op`` (its fused op called alone, for the per-op host
 cost), and, with ONNX Runtime's CUDA EP, ``ort-cuda-unfused`` / ``ort-cuda-fused`` (IOBinding on device buffers; no
-host copies are timed; fp32/tf32 exports only). Calls run under torch.inference_mode(), as a server's do; inputs
-are fresh uniform random tensors, three sets in rotation.
+host copies are timed; fp32/tf32 exports only) and ``ort-cuda-fused-graph`` (the same with ORT's own CUDA graph,
+``enable_cuda_graph``: what an ORT user serving at low latency would configure). Calls run under
+torch.inference_mode(), as a server's do; inputs are fresh uniform random tensors, three sets in rotation.
 
 Targets (issue 8, judged here, not in tests): host enqueue of one fused op <= 15 us; models 1-3 at batch 1,
 synchronous: fused <= 0.8 x eager and below compile:reduce-overhead; at the reference batch, fused synchronous
@@ -191,6 +192,27 @@ def _ort_runner(sess, x: torch.Tensor, device_id: int):
     return run
 
 
+def _ort_graph_runners(sess, xs: Sequence[torch.Tensor], out_shape, device_id: int):
+    """ORT's own CUDA graph (CUDA EP option enable_cuda_graph): device buffers bound once per input set, each set its
+    own captured graph (run option gpu_graph_id), output preallocated, as ORT requires for graph replay."""
+    runners = {}
+    for k, x in enumerate(xs):
+        x_dev = ort.OrtValue.ortvalue_from_numpy(x.cpu().numpy(), "cuda", device_id)
+        y_dev = ort.OrtValue.ortvalue_from_shape_and_type(list(out_shape), x_dev.numpy().dtype, "cuda", device_id)
+        io = sess.io_binding()
+        io.bind_ortvalue_input(sess.get_inputs()[0].name, x_dev)
+        io.bind_ortvalue_output(sess.get_outputs()[0].name, y_dev)
+        ro = ort.RunOptions()
+        ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+        ro.add_run_config_entry("gpu_graph_id", str(k + 1))
+
+        def run(sess=sess, io=io, ro=ro, keep=(x_dev, y_dev)):
+            sess.run_with_iobinding(io, ro)
+            return io
+        runners[id(x)] = run
+    return runners
+
+
 def _bench_model(entry, precisions, batches, compile_modes, compile_batches, calls, use_ort, rows, log) -> None:
 
     dev = torch.device("cuda")
@@ -258,6 +280,7 @@ def _ort_variants(entry, sessions, p, b, xs, calls, rows, log) -> None:
     made = {"ort-cuda-unfused": ort.InferenceSession(unfused.SerializeToString(), providers=providers,
                                                      provider_options=popts),
             "ort-cuda-fused": fo.session(fused, providers=providers, allow_tf32=tf32, provider_options=popts)}
+    out_shape = None
     with precision_mode(p):
         for name, sess in made.items():
             runner_of = {id(x): _ort_runner(sess, x, 0) for x in xs}  # one binding per input set
@@ -265,6 +288,19 @@ def _ort_variants(entry, sessions, p, b, xs, calls, rows, log) -> None:
             s, e, t = measure(lambda x, runner_of=runner_of: runner_of[id(x)](), xs, calls)
             rows.append(LatencyRow(entry.key, name, p, b, round(s, 4), round(e, 2), round(t, 4),
                                    note="IOBinding on device buffers"))
+            out_shape = runner_of[id(xs[0])]().get_outputs()[0].shape()
+        name = "ort-cuda-fused-graph"
+        try:  # ORT refuses the option when a node of the graph is not on the CUDA EP: the row is then left out
+            graph_opts = [dict(popts[0], enable_cuda_graph="1"), {}]
+            sess = fo.session(fused, providers=providers, allow_tf32=tf32, provider_options=graph_opts)
+            runner_of = _ort_graph_runners(sess, xs, out_shape, 0)
+            log(f"{entry.key} {p} batch {b}: {name}")
+            s, e, t = measure(lambda x, runner_of=runner_of: runner_of[id(x)](), xs, calls)
+        except Exception as err:  # noqa: BLE001 - an optional row; the reason is logged
+            log(f"{entry.key} {p} batch {b}: no {name} row ({type(err).__name__}: {str(err)[:200]})")
+            return
+        rows.append(LatencyRow(entry.key, name, p, b, round(s, 4), round(e, 2), round(t, 4),
+                               note="ORT's CUDA graph, IOBinding"))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -294,11 +330,12 @@ def targets(rows: Sequence[LatencyRow], ref_batches: dict[str, int]) -> list[Lat
             ratio = round(r.sync_ms / r.graph_ms, 3)
             out.append(LatencyTarget(model, f"reference batch sync / graph replay ({p})", ratio, SYNC_VS_GRAPH_TARGET,
                                      ratio <= SYNC_VS_GRAPH_TARGET))
-        if variant == "ort-cuda-fused" and b == ref_batches.get(model):
+        if variant in ("ort-cuda-fused", "ort-cuda-fused-graph") and b == ref_batches.get(model):
             torch_fused = by.get((model, "fused", p, b))
             if torch_fused:
                 ratio = round(r.sync_ms / torch_fused.sync_ms, 3)
-                out.append(LatencyTarget(model, f"reference batch ORT fused / PyTorch fused ({p})", ratio,
+                how = " with ORT's CUDA graph" if variant.endswith("graph") else ""
+                out.append(LatencyTarget(model, f"reference batch ORT fused{how} / PyTorch fused ({p})", ratio,
                                          ORT_VS_TORCH_TARGET, ratio <= ORT_VS_TORCH_TARGET))
     return out
 
