@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The serving sweep of issue 9 on a CUDA machine, in one call (about 6 minutes with the defaults):
+# The serving sweep of issue 9 on a CUDA machine, in one call (about 9.5 minutes with the defaults, of a device call's
+# 10: leave TORCH_CUDA unset unless the call has nothing else to do):
 #
 #   OUT=<dir> tools/gpu/device_serve.sh
 #
@@ -65,7 +66,9 @@ fi
 t0=$SECONDS
 procs=(); [[ -n ${CLIENT_PROCESSES:-} ]] && procs=(--client-processes "$CLIENT_PROCESSES")
 # shellcheck disable=SC2086
-timeout "${SWEEP_TIMEOUT:-330}" python3 -m fusedops.serve.sweep --out "$out" --size bench \
+# 450 s: at 330 s (H200, 2026-11-23 20:20 UTC) the sweep was cut in the eager baseline's first point, after the default
+# path, its two-instance point and PyTriton's path (server start-ups and the bench-size reference take ~2.5 minutes).
+timeout "${SWEEP_TIMEOUT:-450}" python3 -m fusedops.serve.sweep --out "$out" --size bench \
   --backend "${BACKEND:-ort-cuda}" --durations ${DURATIONS:-1:10 8:8 64:60} \
   --compare-durations ${COMPARE_DURATIONS:-1:5 8:4 64:8} --compare-instances "${COMPARE_INSTANCES:-2}" \
   "${procs[@]}" >"$out/sweep.log" 2>&1
