@@ -1,5 +1,6 @@
 // Plans: the C ABI's create / run / destroy. The CPU side runs the core's kernels; the CUDA side lives in
 // cuda/cuda_plan.cu (or answers FUSEDOPS_ERR_NOT_BUILT in a build without CUDA).
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -24,13 +25,53 @@ namespace {
 using fusedops::core::set_message;
 
 const char* op_name(int32_t op) {
+  if (op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) return "ConvTransposeGroupNormAct";
   return op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "GemmGroupNormAct" : "GroupNormAct";
+}
+
+// The transposed convolution of a ConvTransposeGroupNormAct descriptor against ONNX ConvTranspose's rules, and the
+// output size against gn.S (until fusedops_describe knows the op, plans check what a describe would have made).
+int check_conv(const fusedops_op_desc& d, char* err, size_t err_len) {
+  const char* op = "ConvTransposeGroupNormAct";
+  const fusedops_conv_desc& cv = d.conv;
+  const fusedops_groupnorm_desc& gn = d.d.gn;
+  if (cv.spatial_rank < 1 || cv.spatial_rank > 2)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "%s: spatial_rank must be 1 or 2, got %d", op,
+                       cv.spatial_rank);
+  if (cv.group < 1 || cv.in_channels < 1 || cv.in_channels % cv.group != 0 || gn.C % cv.group != 0)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "%s: group %d must divide the input channels (%lld) and the output channels (%lld)", op,
+                       cv.group, static_cast<long long>(cv.in_channels), static_cast<long long>(gn.C));
+  int64_t s = 1;
+  for (int i = 0; i < cv.spatial_rank; ++i) {
+    if (cv.kernel[i] < 1 || cv.strides[i] < 1 || cv.dilations[i] < 1 || cv.pads_begin[i] < 0 || cv.pads_end[i] < 0 ||
+        cv.output_padding[i] < 0 || cv.output_padding[i] >= std::max(cv.strides[i], cv.dilations[i]) ||
+        cv.input[i] < 0)
+      return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                         "%s: spatial dim %d: kernel %d, stride %d, dilation %d must be >= 1, pads %d/%d >= 0, "
+                         "output_padding %d in [0, max(stride, dilation)), input %lld >= 0", op, i, cv.kernel[i],
+                         cv.strides[i], cv.dilations[i], cv.pads_begin[i], cv.pads_end[i], cv.output_padding[i],
+                         static_cast<long long>(cv.input[i]));
+    const int64_t out = int64_t(cv.strides[i]) * (cv.input[i] - 1) + cv.output_padding[i] +
+                        int64_t(cv.dilations[i]) * (cv.kernel[i] - 1) + 1 - cv.pads_begin[i] - cv.pads_end[i];
+    if (cv.input[i] > 0 && (out < 1 || out != cv.output[i]))
+      return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                         "%s: spatial dim %d: the output size is %lld by ConvTranspose's rule, the descriptor says "
+                         "%lld", op, i, static_cast<long long>(out), static_cast<long long>(cv.output[i]));
+    s *= cv.input[i] > 0 ? cv.output[i] : 0;
+  }
+  if (s != gn.S)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "%s: gn.S is %lld, the output's spatial size %lld", op, static_cast<long long>(gn.S),
+                       static_cast<long long>(s));
+  return FUSEDOPS_OK;
 }
 
 // A descriptor fusedops_describe completed: every shape and dtype known, and the kernels' own checks pass (run on
 // a copy with an empty batch or K = 0 replaced by 1, which they would reject and the plans handle).
 int check_complete(const fusedops_op_desc& d, char* err, size_t err_len) {
-  if (d.op != FUSEDOPS_OP_GROUPNORM_ACT && d.op != FUSEDOPS_OP_GEMM_GROUPNORM_ACT)
+  if (d.op != FUSEDOPS_OP_GROUPNORM_ACT && d.op != FUSEDOPS_OP_GEMM_GROUPNORM_ACT &&
+      d.op != FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT)
     return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "unknown op code %d", d.op);
   const fusedops_groupnorm_desc& gn = d.d.gn;
   if (gn.N < 0 || gn.C < 0 || gn.S < 0 || d.d.K < 0 || gn.x_dtype < 0 || gn.param_dtype < 0)
@@ -46,6 +87,7 @@ int check_complete(const fusedops_op_desc& d, char* err, size_t err_len) {
   const int rc = d.op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? fusedops_gemm_groupnorm_act_check(&probe, msg, sizeof msg)
                                                         : fusedops_groupnorm_act_check(&probe.gn, msg, sizeof msg);
   if (rc != FUSEDOPS_OK) return set_message(err, err_len, rc, "%s: %s", op_name(d.op), msg);
+  if (d.op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) return check_conv(d, err, err_len);
   return FUSEDOPS_OK;
 }
 
@@ -76,11 +118,14 @@ FUSEDOPS_API int fusedops_plan_create(const fusedops_op_desc* d, int32_t device,
     auto p = std::unique_ptr<fusedops_plan>(new fusedops_plan());
     p->desc = *d;
     p->device = device;
-    p->fixed_inputs = d->op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? 5 : 3;
+    p->fixed_inputs = d->op == FUSEDOPS_OP_GROUPNORM_ACT ? 3 : 5;
     p->needed_extras = fusedops_num_extras(&d->d.gn.pre, &d->d.gn.post);
     p->empty = d->d.gn.N == 0 || d->d.gn.S == 0;
     if (p->empty) {
       p->kernels = "none (empty batch)";
+    } else if (device == FUSEDOPS_DEVICE_CPU && d->op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) {
+      return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
+                         "ConvTransposeGroupNormAct: no CPU kernel yet (CUDA plans only; issue 13)");
     } else if (device == FUSEDOPS_DEVICE_CPU) {
       p->kernels = d->op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "cpu: eigen gemm + row epilogue" : "cpu: groupnorm";
     } else {
@@ -118,6 +163,7 @@ FUSEDOPS_API int fusedops_plan_run(const fusedops_plan* p, const void* const* in
   if (p->empty) return FUSEDOPS_OK;
   if (!inputs || !y) return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "%s: inputs or Y is NULL", op);
   const bool gemm = p->desc.op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT;
+  const bool optional_bias = p->fixed_inputs == 5;  // GemmGroupNormAct's and ConvTransposeGroupNormAct's B
   // K = 0: X and W have no elements (their pointers may be NULL) and are never read; the kernels still want
   // non-NULL pointers, so they get a stand-in.
   const void* patched[5 + FUSEDOPS_MAX_EXTRAS];
@@ -129,12 +175,12 @@ FUSEDOPS_API int fusedops_plan_run(const fusedops_plan* p, const void* const* in
     inputs = patched;
   }
   for (int32_t i = 0; i < p->fixed_inputs + p->needed_extras; ++i) {
-    if (inputs[i] || (gemm && i == 2)) continue;  // B may be absent (no bias)
+    if (inputs[i] || (optional_bias && i == 2)) continue;  // B may be absent (no bias)
     const char* names_gemm[] = {"X", "W", "B", "gamma", "beta"};
     const char* names_gn[] = {"X", "gamma", "beta"};
     if (i < p->fixed_inputs)
       return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "%s: %s pointer is NULL", op,
-                         gemm ? names_gemm[i] : names_gn[i]);
+                         optional_bias ? names_gemm[i] : names_gn[i]);
     return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "%s: extra input %d pointer is NULL", op,
                        i - p->fixed_inputs);
   }

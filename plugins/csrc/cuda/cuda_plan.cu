@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/message.h"
+#include "cuda/convt_gn.h"
 #include "cuda/cutlass/fused_gemm_plan.h"
 #include "cuda/gn_plan.h"
 #include "cuda/skinny_gemm.h"
@@ -133,6 +134,8 @@ struct CudaPlan {
   cuda::cutlass_gemm::FusedGemmPlanPtr fused;
   // M <= 16: the skinny kernel (cuda/skinny_gemm.cu) instead of cuBLASLt, for calls with 16-byte aligned X and W.
   bool skinny = false;
+  // ConvTransposeGroupNormAct (cuda/convt_gn.cu)
+  cuda::ConvtLaunchPtr convt;
 };
 void CudaPlanDeleter::operator()(CudaPlan* p) const { delete p; }
 
@@ -248,7 +251,9 @@ struct DeviceScope {
 int cuda_plan_create(const fusedops_op_desc& d, int32_t device, const fusedops_plan_options& o, CudaPlanPtr* out,
                      size_t* workspace, std::string* kernels, char* err, size_t err_len) {
   const bool gemm = d.op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT;
-  const char* op = gemm ? "GemmGroupNormAct" : "GroupNormAct";
+  const char* op = gemm                                                ? "GemmGroupNormAct"
+                   : d.op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT ? "ConvTransposeGroupNormAct"
+                                                                       : "GroupNormAct";
   int rc = cuda::check_cuda_limits(d.d.gn, op, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
   if (gemm && (d.d.gn.C > (int64_t(1) << 31) || d.d.gn.N > (int64_t(1) << 31) - 1))
@@ -267,6 +272,12 @@ int cuda_plan_create(const fusedops_op_desc& d, int32_t device, const fusedops_p
   p->device = device;
   p->desc = d;
   p->gemm = gemm;
+  if (d.op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) {
+    rc = cuda::convt_plan(d, o, &p->convt, workspace, kernels, err, err_len);
+    if (rc != FUSEDOPS_OK) return rc;
+    *out = std::move(p);
+    return FUSEDOPS_OK;
+  }
   std::string gn_text;
   rc = cuda::make_gn_launch_plan(d.d.gn, o, &p->gn, &gn_text, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
@@ -308,6 +319,13 @@ int cuda_plan_create(const fusedops_op_desc& d, int32_t device, const fusedops_p
 int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, void* workspace, size_t, 
                   fusedops_stream_t stream, char* err, size_t err_len) {
   const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  if (p.convt) {
+    const cudaError_t e = cuda::convt_run(*p.convt, in, n, y, workspace, s);
+    if (e != cudaSuccess)
+      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "ConvTransposeGroupNormAct: kernel launch failed: %s",
+                         cudaGetErrorString(e));
+    return FUSEDOPS_OK;
+  }
   const int32_t extras_at = p.gemm ? 5 : 3;
   cuda::GnPointers g{};
   g.gamma = in[extras_at - 2];
@@ -392,6 +410,7 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
 }
 
 size_t cuda_workspace_size(const fusedops_op_desc& d) {
+  if (d.op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) return cuda::convt_workspace_size(d);
   return std::max(layout_workspace(d, kDefaultLtWorkspace).total, gemm_choice::cutlass_workspace_bound(d));
 }
 

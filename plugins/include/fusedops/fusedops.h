@@ -124,6 +124,11 @@ typedef struct {
                             ONNX Runtime and TensorRT pass 0 */
 } fusedops_conv_desc;
 
+/* ConvTransposeGroupNormAct (issue 13), in progress: a complete descriptor (op, d.gn, d.allow_tf32, conv) makes CUDA
+ * plans today; the op spec entry (attributes, fusedops_describe), the CPU kernel and the adapters are still to come,
+ * so the code lives here rather than in the generated fusedops_op enum until the spec has the op. */
+#define FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT 3
+
 /* One node of any op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1); GemmGroupNormAct d.gn and
  * d's GEMM fields; ConvTransposeGroupNormAct d.gn (N = batch, C = output channels, S = product of conv.output),
  * d.allow_tf32 (float32 X: 1 = TF32 tensor cores, 0 = float32-accurate) and conv. */
