@@ -92,7 +92,7 @@ CASES = {
                                output_padding=[1, 1]),
     "stride3_kernel2": dict(shape=(1, 8, 5, 7), w_shape=(8, 16, 2, 2), G=4, strides=[3, 2]),
     "dilation2": dict(shape=(2, 12, 10, 13), w_shape=(12, 20, 3, 3), G=5, dilations=[2, 2], pads=[2, 2, 2, 2]),
-    "groups2_odd_channels": dict(shape=(2, 12, 7, 9), w_shape=(6, 10, 3, 3), G=5, group=2),
+    "groups2_odd_channels": dict(shape=(2, 12, 7, 9), w_shape=(12, 10, 3, 3), G=5, group=2),
     "one_group": dict(shape=(2, 33, 6, 131), w_shape=(33, 70, 3, 3), G=1),
     "one_channel_a_group": dict(shape=(2, 16, 6, 8), w_shape=(16, 24, 3, 3), G=24),
     "one_d": dict(shape=(3, 20, 150), w_shape=(20, 40, 5), G=8, strides=[2], pads=[2, 2], output_padding=[1]),

@@ -30,7 +30,8 @@ namespace {
 
 constexpr int kTM = 128;      // output columns a block computes
 constexpr int kTN = 64;       // output channels a block computes
-constexpr int kKC = 32;       // input channels staged at once
+constexpr int kKC = 64;       // input channels staged at once (model 4: all of them, one stage per kh)
+constexpr int kBatch = 16;    // global loads a thread has in flight while staging
 constexpr int kThreads = 256; // 8 warps: 4 along M (32 columns each) x 2 along N (32 channels each)
 constexpr int kNormThreads = 256;
 constexpr size_t kAlignWs = 256;
@@ -101,8 +102,8 @@ __global__ void __launch_bounds__(kThreads) convt_kernel(const __grid_constant__
   const int co0 = cg * p.cout_g + co_local0;                 // first output channel of the tile
   const int nco = min(kTN, p.cout_g - co_local0);            // channels of the tile
   const int n = blockIdx.z;
-  const T* x = static_cast<const T*>(p.x);
-  const T* w = static_cast<const T*>(p.w);
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
   // The input columns the tile's output columns can reach: [iw_lo, iw_lo + span).
   const int iw_lo_num = ow0 + p.pw - (p.kw - 1) * p.dw;
   const int iw_lo = iw_lo_num >= 0 ? iw_lo_num / p.sw : -((-iw_lo_num + p.sw - 1) / p.sw);
@@ -122,20 +123,44 @@ __global__ void __launch_bounds__(kThreads) convt_kernel(const __grid_constant__
     if (ih >= p.hin) continue;
     for (int c0 = 0; c0 < p.cin_g; c0 += kKC) {
       __syncthreads();  // the previous chunk's stage is no longer read
+      // Staged in batches of kBatch loads per thread, all in flight before the first store (a load-store loop per
+      // element waited one memory latency per element: 38 ms for model 4 in its first GPU run).
       const int64_t xrow = ((int64_t(n) * p.cin + cg * p.cin_g + c0) * p.hin + ih) * p.win;
-      for (int i = tid; i < kKC * p.span; i += kThreads) {
-        const int c = i / p.span, j = i - c * p.span, iw = iw_lo + j;
-        float v = 0.f;
-        if (c0 + c < p.cin_g && iw >= 0 && iw < p.win) v = to_float(x[xrow + int64_t(c) * p.hin * p.win + iw]);
-        xs[c * p.ldx + j] = v;
+      const int64_t plane = int64_t(p.hin) * p.win;
+      const int nx = kKC * p.span;
+      for (int base = 0; base < nx; base += kThreads * kBatch) {
+        float v[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int i = base + u * kThreads + tid;
+          const int c = i / p.span, iw = iw_lo + (i - c * p.span);
+          v[u] = (i < nx && c0 + c < p.cin_g && iw >= 0 && iw < p.win) ? to_float(x[xrow + c * plane + iw]) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int i = base + u * kThreads + tid;
+          const int c = i / p.span;
+          if (i < nx) xs[c * p.ldx + (i - c * p.span)] = v[u];
+        }
       }
       // W is (Cin, C / groups, KH, KW): element (ci, co_local, kh, kw).
-      for (int i = tid; i < p.kw * kKC * kTN; i += kThreads) {
-        const int co = i % kTN, rest = i / kTN, c = rest % kKC, kw = rest / kKC;
-        float v = 0.f;
-        if (c0 + c < p.cin_g && co < nco)
-          v = to_float(w[((int64_t(cg * p.cin_g + c0 + c) * p.cout_g + co_local0 + co) * p.kh + kh) * p.kw + kw]);
-        ws[(kw * kKC + c) * ldw + co] = v;
+      const int nw = p.kw * kKC * kTN;
+      for (int base = 0; base < nw; base += kThreads * kBatch) {
+        float v[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int i = base + u * kThreads + tid;
+          const int co = i % kTN, rest = i / kTN, c = rest % kKC, kw = rest / kKC;
+          v[u] = (i < nw && c0 + c < p.cin_g && co < nco)
+                     ? to_float(w[((int64_t(cg * p.cin_g + c0 + c) * p.cout_g + co_local0 + co) * p.kh + kh) * p.kw +
+                                  kw])
+                     : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int i = base + u * kThreads + tid;
+          if (i < nw) ws[(i / kTN) * ldw + i % kTN] = v[u];  // (kw * kKC + c) * ldw + co
+        }
       }
       __syncthreads();
       for (int kw = 0; kw < p.kw; ++kw) {
