@@ -31,7 +31,6 @@ namespace {
 constexpr int kTM = 128;      // output columns a block computes
 constexpr int kTN = 64;       // output channels a block computes
 constexpr int kKC = 64;       // input channels staged at once (model 4: all of them, one stage per kh)
-constexpr int kBatch = 16;    // global loads a thread has in flight while staging
 constexpr int kThreads = 256; // 8 warps: 4 along M (32 columns each) x 2 along N (32 channels each)
 constexpr int kNormThreads = 256;
 constexpr size_t kAlignWs = 256;
@@ -75,6 +74,12 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// What the stage holds: the float32 value for 3xTF32 (split per use), else its TF32 rounding (bits in a float).
+template <bool THREE>
+__device__ __forceinline__ float stage_value(float v) {
+  return THREE ? v : __uint_as_float(to_tf32(v));
+}
+
 // Shared memory of the convolution kernel: the input stage [kKC][ldx] and the weights [KW][kKC][kTN + 8], both
 // float; after the main loop the same memory holds the block's output tile [kTN][kTM + 4] for the epilogue.
 size_t conv_smem_bytes(int ldx, int kw) {
@@ -84,7 +89,7 @@ size_t conv_smem_bytes(int ldx, int kw) {
 }
 
 template <typename T, bool THREE>
-__global__ void __launch_bounds__(kThreads) convt_kernel(const __grid_constant__ ConvtParams p) {
+__global__ void __launch_bounds__(kThreads, 2) convt_kernel(const __grid_constant__ ConvtParams p) {
   extern __shared__ float4 smem_f4[];
   float* smem = reinterpret_cast<float*>(smem_f4);
   float* xs = smem;                        // [kKC][ldx]
@@ -123,44 +128,38 @@ __global__ void __launch_bounds__(kThreads) convt_kernel(const __grid_constant__
     if (ih >= p.hin) continue;
     for (int c0 = 0; c0 < p.cin_g; c0 += kKC) {
       __syncthreads();  // the previous chunk's stage is no longer read
-      // Staged in batches of kBatch loads per thread, all in flight before the first store (a load-store loop per
-      // element waited one memory latency per element: 38 ms for model 4 in its first GPU run).
-      const int64_t xrow = ((int64_t(n) * p.cin + cg * p.cin_g + c0) * p.hin + ih) * p.win;
+      // Staged with 2-D thread maps (warp -> input channels, lane -> columns / output channels): no division per
+      // element, kKC / 8 (X) or 2 * kKC / 8 (W) loads in flight per thread. Operands are stored as TF32 bit patterns
+      // (rounded once here, not per use) except in 3xTF32 mode, which splits the float32 values per use. Column
+      // `span` of every X row is zero: the fragment loads of absent input columns read it instead of branching.
+      // (First GPU run: one division per staged element and per-use conversions made the kernel integer-issue-bound.)
+      const T* __restrict__ xrow = x + ((int64_t(n) * p.cin + cg * p.cin_g + c0) * p.hin + ih) * p.win;
       const int64_t plane = int64_t(p.hin) * p.win;
-      const int nx = kKC * p.span;
-      for (int base = 0; base < nx; base += kThreads * kBatch) {
-        float v[kBatch];
+      for (int j = lane; j <= p.span; j += 32) {
+        const int iw = iw_lo + j;
+        const bool in_row = j < p.span && iw >= 0 && iw < p.win;
+        float v[kKC / 8];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = base + u * kThreads + tid;
-          const int c = i / p.span, iw = iw_lo + (i - c * p.span);
-          v[u] = (i < nx && c0 + c < p.cin_g && iw >= 0 && iw < p.win) ? to_float(x[xrow + c * plane + iw]) : 0.f;
+        for (int r = 0; r < kKC / 8; ++r) {
+          const int c = warp + 8 * r;
+          v[r] = in_row && c0 + c < p.cin_g ? to_float(xrow[c * plane + iw]) : 0.f;
         }
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = base + u * kThreads + tid;
-          const int c = i / p.span;
-          if (i < nx) xs[c * p.ldx + (i - c * p.span)] = v[u];
-        }
+        for (int r = 0; r < kKC / 8; ++r) xs[(warp + 8 * r) * p.ldx + j] = stage_value<THREE>(v[r]);
       }
-      // W is (Cin, C / groups, KH, KW): element (ci, co_local, kh, kw).
-      const int nw = p.kw * kKC * kTN;
-      for (int base = 0; base < nw; base += kThreads * kBatch) {
-        float v[kBatch];
+      // W is (Cin, C / groups, KH, KW): element (ci, co_local, kh, kw); stored [kw][ci][co].
+      const int khw = p.kh * p.kw;
+      const T* __restrict__ wbase = w + (int64_t(cg * p.cin_g + c0) * p.cout_g + co_local0) * khw + kh * p.kw;
+      for (int kwh = 0; kwh < 2 * p.kw; ++kwh) {  // (kw, half of the channel tile): kKC / 8 loads in flight
+        const int kw = kwh >> 1, co = lane + 32 * (kwh & 1);
+        float v[kKC / 8];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = base + u * kThreads + tid;
-          const int co = i % kTN, rest = i / kTN, c = rest % kKC, kw = rest / kKC;
-          v[u] = (i < nw && c0 + c < p.cin_g && co < nco)
-                     ? to_float(w[((int64_t(cg * p.cin_g + c0 + c) * p.cout_g + co_local0 + co) * p.kh + kh) * p.kw +
-                                  kw])
-                     : 0.f;
+        for (int r = 0; r < kKC / 8; ++r) {
+          const int c = warp + 8 * r;
+          v[r] = c0 + c < p.cin_g && co < nco ? to_float(wbase[(int64_t(c) * p.cout_g + co) * khw + kw]) : 0.f;
         }
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = base + u * kThreads + tid;
-          if (i < nw) ws[(i / kTN) * ldw + i % kTN] = v[u];  // (kw * kKC + c) * ldw + co
-        }
+        for (int r = 0; r < kKC / 8; ++r) ws[(kw * kKC + warp + 8 * r) * ldw + co] = stage_value<THREE>(v[r]);
       }
       __syncthreads();
       for (int kw = 0; kw < p.kw; ++kw) {
@@ -172,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) convt_kernel(const __grid_constant__
           for (int h = 0; h < 2; ++h) {
             const int num = ow0 + wm + mt * 16 + g8 + h * 8 + p.pw - kw * p.dw;
             const int q = num >= 0 ? num / p.sw : -1;
-            col[mt][h] = (num >= 0 && q * p.sw == num && q < p.win) ? q - iw_lo : -1;
+            col[mt][h] = (num >= 0 && q * p.sw == num && q < p.win) ? q - iw_lo : p.span;  // span: the zero column
           }
         const float* wk = ws + kw * kKC * ldw;
 #pragma unroll
@@ -182,25 +181,25 @@ __global__ void __launch_bounds__(kThreads) convt_kernel(const __grid_constant__
           for (int mt = 0; mt < 2; ++mt) {
             const float* r0 = xs + (k8 + t4) * p.ldx;
             const float* r4 = xs + (k8 + t4 + 4) * p.ldx;
-            af[mt][0] = col[mt][0] >= 0 ? r0[col[mt][0]] : 0.f;
-            af[mt][1] = col[mt][1] >= 0 ? r0[col[mt][1]] : 0.f;
-            af[mt][2] = col[mt][0] >= 0 ? r4[col[mt][0]] : 0.f;
-            af[mt][3] = col[mt][1] >= 0 ? r4[col[mt][1]] : 0.f;
+            af[mt][0] = r0[col[mt][0]];
+            af[mt][1] = r0[col[mt][1]];
+            af[mt][2] = r4[col[mt][0]];
+            af[mt][3] = r4[col[mt][1]];
           }
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) {
             bf[nt][0] = wk[(k8 + t4) * ldw + wn + nt * 8 + g8];
             bf[nt][1] = wk[(k8 + t4 + 4) * ldw + wn + nt * 8 + g8];
           }
-          uint32_t ah[2][4], bh[4][2];
+          uint32_t ah[2][4], bh[4][2];  // TF32: the staged bits as they are; 3xTF32: the high parts
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) ah[mt][e] = to_tf32(af[mt][e]);
+            for (int e = 0; e < 4; ++e) ah[mt][e] = THREE ? to_tf32(af[mt][e]) : __float_as_uint(af[mt][e]);
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) bh[nt][e] = to_tf32(bf[nt][e]);
+            for (int e = 0; e < 2; ++e) bh[nt][e] = THREE ? to_tf32(bf[nt][e]) : __float_as_uint(bf[nt][e]);
           if constexpr (THREE) {  // small products first: hi*lo + lo*hi, then hi*hi
             uint32_t al[2][4], bl[4][2];
 #pragma unroll
@@ -262,15 +261,17 @@ __global__ void __launch_bounds__(kThreads) convt_kernel(const __grid_constant__
     const int c_lo = max(g * p.Cg, co0) - co0, c_hi = min((g + 1) * p.Cg, co0 + nco) - co0;
     const int count = (c_hi - c_lo) * ncol;
     float s = 0.f;
-    for (int i = lane; i < count; i += 32) s += tile[(c_lo + i / ncol) * ldt + i % ncol];
+    for (int c = c_lo; c < c_hi; ++c)
+      for (int m = lane; m < ncol; m += 32) s += tile[c * ldt + m];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     const float mean = s / float(count);
     float m2 = 0.f;
-    for (int i = lane; i < count; i += 32) {
-      const float d = tile[(c_lo + i / ncol) * ldt + i % ncol] - mean;
-      m2 += d * d;
-    }
+    for (int c = c_lo; c < c_hi; ++c)
+      for (int m = lane; m < ncol; m += 32) {
+        const float d = tile[c * ldt + m] - mean;
+        m2 += d * d;
+      }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m2 += __shfl_xor_sync(0xffffffffu, m2, o);
     if (lane == 0) {
