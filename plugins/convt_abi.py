@@ -1,11 +1,11 @@
 """ConvTransposeGroupNormAct through the C ABI (issue 13, in progress).
 
 The op is not in the op spec yet (no attribute parsing, no ``fusedops_describe`` rules for it): this module builds
-its complete descriptor from the tensors' shapes and ONNX ConvTranspose attributes, and runs CUDA plans of it. The
-library's plan creation checks the descriptor (ConvTranspose's rules, the output size) and refuses the CPU.
+its complete descriptor from the tensors' shapes and ONNX ConvTranspose attributes, and runs plans of it on the CPU or
+a CUDA device. The library's plan creation checks the descriptor (ConvTranspose's rules, the output size).
 
     convtranspose_desc(x_shape, w_shape, attrs, ...) -> abi.OpDesc
-    convtranspose_groupnorm_act_cuda(x, w, b, gamma, beta, extras, attrs, ...) -> Y
+    convtranspose_groupnorm_act(x, w, b, gamma, beta, extras, attrs, ...) -> Y   (on X's device)
 """
 
 from __future__ import annotations
@@ -62,15 +62,16 @@ def convtranspose_desc(x_shape: Sequence[int], w_shape: Sequence[int], attrs: ca
     return d
 
 
-def convtranspose_groupnorm_act_cuda(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gamma: torch.Tensor,
-                                     beta: torch.Tensor, extras: Sequence[torch.Tensor], attrs: catalog.FusedAttrs,
-                                     *, strides=None, pads=None, output_padding=None, dilations=None, group: int = 1,
-                                     allow_tf32: bool = True, out: torch.Tensor | None = None,
-                                     plan: abi.Plan | None = None) -> torch.Tensor:
-    """Y = post(GroupNorm(pre(ConvTranspose(X, W) + B))) on X's CUDA device and current stream; ``plan`` reuses a
-    plan made for the same descriptor (``make_plan``)."""
-    if x.device.type != "cuda":
-        raise FusedopsError("ConvTransposeGroupNormAct: X must be a CUDA tensor")
+def convtranspose_groupnorm_act(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gamma: torch.Tensor,
+                                beta: torch.Tensor, extras: Sequence[torch.Tensor], attrs: catalog.FusedAttrs, *,
+                                strides=None, pads=None, output_padding=None, dilations=None, group: int = 1,
+                                allow_tf32: bool = True, out: torch.Tensor | None = None,
+                                plan: abi.Plan | None = None) -> torch.Tensor:
+    """Y = reduce_C(post(GroupNorm(pre(ConvTranspose(X, W) + B)))) on X's device (CUDA: its current stream, not
+    synchronised); ``plan`` reuses a plan made for the same descriptor (``make_plan``)."""
+    tensors = [x, w, b, gamma, beta, *extras]
+    if any(t is not None and t.device != x.device for t in tensors):
+        raise FusedopsError(f"ConvTransposeGroupNormAct: every tensor must be on {x.device}")
     params = [t for t in (b, gamma, beta, *extras) if t is not None]
     pdt = params[0].dtype
     if any(t.dtype != pdt for t in params) or pdt not in (torch.float32, x.dtype):
@@ -79,18 +80,18 @@ def convtranspose_groupnorm_act_cuda(x: torch.Tensor, w: torch.Tensor, b: torch.
     if plan is None:
         plan = make_plan(x, w, attrs, pdt, strides=strides, pads=pads, output_padding=output_padding,
                          dilations=dilations, group=group, allow_tf32=allow_tf32)
-    g = plan.desc.d.gn
-    shape = (g.N, g.C, *[plan.desc.conv.output[i] for i in range(plan.desc.conv.spatial_rank)])
+    g, cv = plan.desc.d.gn, plan.desc.conv
+    shape = (g.N, 1 if attrs.reduce else g.C, *[cv.output[i] for i in range(cv.spatial_rank)])
     y = out if out is not None else torch.empty(shape, dtype=x.dtype, device=x.device)
-    if tuple(y.shape) != shape or y.dtype != x.dtype:
+    if tuple(y.shape) != shape or y.dtype != x.dtype or y.device != x.device:
         raise FusedopsError(f"ConvTransposeGroupNormAct: out {tuple(y.shape)} {y.dtype}, expected {shape} {x.dtype}")
     if y.numel() == 0:
         return y
     ws = torch.empty(plan.workspace, dtype=torch.uint8, device=x.device) if plan.workspace else None
     tensors = [t.contiguous() if t is not None else None for t in (x, w, b, gamma, beta, *extras)]
     ptrs = [t.data_ptr() if t is not None else None for t in tensors]
-    plan.run(ptrs, y.data_ptr(), ws.data_ptr() if ws is not None else None, plan.workspace,
-             torch.cuda.current_stream(x.device).cuda_stream)
+    stream = torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else None
+    plan.run(ptrs, y.data_ptr(), ws.data_ptr() if ws is not None else None, plan.workspace, stream)
     return y
 
 

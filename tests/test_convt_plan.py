@@ -1,6 +1,6 @@
 """ConvTransposeGroupNormAct descriptors at the C ABI (issue 13, in progress): plan creation checks the transposed
-convolution against ONNX ConvTranspose's rules with one clear message, and the CPU has no kernel for the op yet.
-The CUDA kernel's tests are in tests/gpu/test_convt_gpu.py."""
+convolution against ONNX ConvTranspose's rules with one clear message. The CPU kernel's results are checked in
+tests/test_convt_cpu.py, the CUDA kernel's in tests/gpu/test_convt_gpu.py."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def test_output_size_follows_onnx():
     assert d.d.gn.S == 200 and d.d.gn.C == 4 and d.d.gn.N == 2
 
 
-def test_a_valid_descriptor_reaches_the_device_check():
-    with pytest.raises(FusedopsError, match="no CPU kernel yet"):
-        abi.Plan(_desc(), abi.DEVICE_CPU)
+def test_a_valid_descriptor_makes_a_cpu_plan():
+    p = abi.Plan(_desc(), abi.DEVICE_CPU)
+    assert p.kernels == "cpu: gemm + col2im + groupnorm" and p.workspace == 0
 
 
 @pytest.mark.parametrize("edit,message", [

@@ -81,7 +81,7 @@ def run_precision(prec, batch, iters, attrs, rows):
     torch.backends.cudnn.allow_tf32 = not strict
     torch.backends.cuda.matmul.allow_tf32 = not strict
     variants = {
-        "fused": lambda: convt_abi.convtranspose_groupnorm_act_cuda(x, w, b, gamma, beta, [], attrs, out=out,
+        "fused": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                     plan=plan),
         "cudnn": lambda: F.conv_transpose2d(x, w, bp),
         "today": lambda: abi.groupnorm_act_cuda(F.conv_transpose2d(x, w, bp), gamma.to(dtype), beta.to(dtype), [],
@@ -104,7 +104,7 @@ def accuracy(prec, attrs):
     x, w, b, gamma, beta = setup(2, dtype, seed=1)
     ref = catalog.group_norm_act_reference(F.conv_transpose2d(x.double(), w.double(), b.double()), gamma.double(),
                                            beta.double(), [], attrs)
-    got = convt_abi.convtranspose_groupnorm_act_cuda(x, w, b, gamma, beta, [], attrs, allow_tf32=not strict)
+    got = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, allow_tf32=not strict)
     torch.backends.cudnn.allow_tf32 = not strict
     eager = F.group_norm(F.gelu(F.conv_transpose2d(x, w, b.to(dtype))), G, gamma.to(dtype), beta.to(dtype))
     torch.backends.cudnn.allow_tf32 = True

@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "core/cpu_convt.h"
 #include "core/message.h"
 #include "fusedops/fusedops.h"
 #include "plan_backend.h"
@@ -93,6 +94,8 @@ int check_complete(const fusedops_op_desc& d, char* err, size_t err_len) {
 
 int run_cpu(const fusedops_plan& p, const void* const* in, int32_t n, void* y, char* err, size_t err_len) {
   const int32_t extras = n - p.fixed_inputs;
+  if (p.desc.op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT)
+    return fusedops::cpu::convt_groupnorm_act_cpu(p.desc, in, n, y, err, err_len);
   if (p.desc.op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT)
     return fusedops_gemm_groupnorm_act_cpu(&p.desc.d, in[0], in[1], in[2], in[3], in[4], in + 5, extras, y, err,
                                            err_len);
@@ -124,8 +127,7 @@ FUSEDOPS_API int fusedops_plan_create(const fusedops_op_desc* d, int32_t device,
     if (p->empty) {
       p->kernels = "none (empty batch)";
     } else if (device == FUSEDOPS_DEVICE_CPU && d->op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) {
-      return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
-                         "ConvTransposeGroupNormAct: no CPU kernel yet (CUDA plans only; issue 13)");
+      p->kernels = "cpu: gemm + col2im + groupnorm";
     } else if (device == FUSEDOPS_DEVICE_CPU) {
       p->kernels = d->op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "cpu: eigen gemm + row epilogue" : "cpu: groupnorm";
     } else {

@@ -68,7 +68,7 @@ def _case(shape, w_shape, G, *, pre="gelu", post="", strides=None, pads=None, ou
     plan = convt_abi.make_plan(x, w, a, torch.float32, allow_tf32=allow_tf32, **conv)
     want = _reference(x, w, b, gamma, beta, extras, a, conv)
     out = torch.full(tuple(want.shape), float("nan"), dtype=dtype, device=DEV)
-    got = convt_abi.convtranspose_groupnorm_act_cuda(x, w, b, gamma, beta, extras, a, out=out, plan=plan, **conv)
+    got = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, extras, a, out=out, plan=plan, **conv)
     torch.cuda.synchronize()
     assert got is out
     eager = _eager(x, w, b, gamma, beta, extras, a, conv, strict=dtype == torch.float32 and not allow_tf32)
@@ -146,7 +146,7 @@ def test_cuda_graph_replay_equals_eager_run():
     b, gamma, beta = (torch.randn(C, generator=g).to(DEV) for _ in range(3))
     a = attrs(num_groups=c["G"], pre="gelu")
     plan = convt_abi.make_plan(x, w, a, torch.float32)
-    first = convt_abi.convtranspose_groupnorm_act_cuda(x, w, b, gamma, beta, [], a, plan=plan)
+    first = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], a, plan=plan)
     out = torch.full_like(first, float("nan"))
     ws = torch.empty(plan.workspace, dtype=torch.uint8, device=DEV)
     s = torch.cuda.Stream()
