@@ -154,6 +154,8 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
               "model": model_key, "size": size, "concurrency": concurrency,
               "durations_s": {str(k): v for k, v in durations.items()}, "max_queue_delay_us": max_queue_delay_us,
               "client_processes": client_processes}
+    # First, so a machine without the PyTorch ops fails before minutes of load, not after (2026-11-24, H200).
+    report["inprocess_modelnew"] = inprocess_latency(model_key, size)
     report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
                                       tolerance, max_queue_delay_us, client_processes=client_processes)
     if compare_instances > 1:  # the same server with more stub processes, at the top concurrency only
@@ -169,7 +171,6 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
         report["eager_baseline"] = _serve_and_load(model_key, "torch-eager", model_key, size, out / "eager",
                                                    concurrency, compare_durations, tolerance, max_queue_delay_us,
                                                    "pytriton", client_processes)
-    report["inprocess_modelnew"] = inprocess_latency(model_key, size)
     report["targets"] = evaluate(report["fused"]["points"], report["inprocess_modelnew"])
     _atomic_write(out / "serve_sweep.json", json.dumps(report, indent=1, default=str).encode())
     series = {f"fused ({report['fused']['ready_line'].split(' on ')[-1].split(',')[0]})": report["fused"]["points"]}
