@@ -99,19 +99,20 @@ class PlanOptions:
     fp32_gemm: int = 0                # float32 with allow_tf32=0: 1 strict FP32 (cuBLASLt), 2 3xTF32 (0: planner)
     cutlass_config: int = 0           # k > 0: the k-th CUTLASS tile configuration (0: default)
     reduce_whole_row: bool = False    # a channel reduction of rows in one block per row (no cluster of slices)
+    direct_launches: bool = False     # GemmGroupNormAct: launch each call, no CUDA graph replay per pointer set
 
 
 class _Options(ctypes.Structure):
     _fields_ = [("gelu_erff", c_int32), ("groupnorm_two_pass", c_int32), ("epilogue_register", c_int32),
                 ("epilogue_rows", c_int32), ("lt_workspace_mib", c_int32), ("l2_wave_fraction", c_float),
                 ("gemm_kernel", c_int32), ("fp32_gemm", c_int32), ("cutlass_config", c_int32),
-                ("reduce_whole_row", c_int32)]
+                ("reduce_whole_row", c_int32), ("direct_launches", c_int32)]
 
     @classmethod
     def of(cls, o: PlanOptions) -> "_Options":
         return cls(int(o.gelu_erff), int(o.groupnorm_two_pass), int(o.epilogue_register), int(o.epilogue_rows),
                    int(o.lt_workspace_mib), float(o.l2_wave_fraction), int(o.gemm_kernel), int(o.fp32_gemm),
-                   int(o.cutlass_config), int(o.reduce_whole_row))
+                   int(o.cutlass_config), int(o.reduce_whole_row), int(o.direct_launches))
 
 
 class GemmDevice(ctypes.Structure):

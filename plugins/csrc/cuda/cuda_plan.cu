@@ -18,6 +18,7 @@
 #include "cuda/convt_gn.h"
 #include "cuda/cutlass/fused_gemm_plan.h"
 #include "cuda/gn_plan.h"
+#include "cuda/replay_cache.h"
 #include "cuda/skinny_gemm.h"
 #include "plan_backend.h"
 
@@ -136,6 +137,10 @@ struct CudaPlan {
   bool skinny = false;
   // ConvTransposeGroupNormAct (cuda/convt_gn.cu)
   cuda::ConvtLaunchPtr convt;
+  // GemmGroupNormAct's launches (GEMM + epilogue) replayed as CUDA graphs per pointer set (cuda/replay_cache.h);
+  // internal state behind its own mutex, like fallback_once: the plan stays shareable between threads.
+  bool replay = false;
+  mutable cuda::ReplayCache replay_cache;
 };
 void CudaPlanDeleter::operator()(CudaPlan* p) const { delete p; }
 
@@ -307,6 +312,7 @@ int cuda_plan_create(const fusedops_op_desc& d, int32_t device, const fusedops_p
   int32_t chosen = FUSEDOPS_GEMM_CUBLASLT;
   rc = cuda::cutlass_gemm::plan_if_chosen(d, o, device, &p->fused, workspace, kernels, &chosen, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
+  p->replay = !o.direct_launches;
   if (chosen == FUSEDOPS_GEMM_SKINNY) {
     p->skinny = true;
     *kernels = "skinny_gemm(M=" + std::to_string(d.d.gn.N) + ") + " + gn_text + " [misaligned pointers: " + *kernels +
@@ -316,41 +322,16 @@ int cuda_plan_create(const fusedops_op_desc& d, int32_t device, const fusedops_p
   return FUSEDOPS_OK;
 }
 
-int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, void* workspace, size_t, 
-                  fusedops_stream_t stream, char* err, size_t err_len) {
-  const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  if (p.convt) {
-    const cudaError_t e = cuda::convt_run(*p.convt, in, n, y, workspace, s);
-    if (e != cudaSuccess)
-      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "ConvTransposeGroupNormAct: kernel launch failed: %s",
-                         cudaGetErrorString(e));
-    return FUSEDOPS_OK;
-  }
-  const int32_t extras_at = p.gemm ? 5 : 3;
-  cuda::GnPointers g{};
-  g.gamma = in[extras_at - 2];
-  g.beta = in[extras_at - 1];
-  for (int32_t k = 0; k + extras_at < n && k < FUSEDOPS_MAX_EXTRAS; ++k) g.extras[k] = in[extras_at + k];
-  g.y = y;
-  if (!p.gemm) {
-    g.x = in[0];
-    g.workspace = workspace;
-    const cudaError_t e = cuda::run_gn(*p.gn, g, s);
-    if (e != cudaSuccess)
-      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GroupNormAct: kernel launch failed: %s",
-                         cudaGetErrorString(e));
-    return FUSEDOPS_OK;
-  }
+namespace {
+
+// GemmGroupNormAct's GEMM (skinny kernel, memset for K = 0, or cuBLASLt) and its epilogue, launched on `s`; `g`
+// holds the epilogue's per-channel pointers and Y.
+int run_gemm_direct(const CudaPlan& p, const void* const* in, int32_t n, void* y, void* workspace, cudaStream_t s,
+                    cuda::GnPointers g, char* err, size_t err_len) {
+  (void)n;
   const void* x = in[0];
   const void* w = in[1];
   const void* bias = in[2];
-  if (p.fused && cuda::cutlass_gemm::fused_gemm_accepts(*p.fused, x, w, y)) {
-    const cudaError_t e = cuda::cutlass_gemm::run_fused_gemm(*p.fused, in, n, y, workspace, s);
-    if (e != cudaSuccess)
-      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: CUTLASS kernel launch failed: %s",
-                         cudaGetErrorString(e));
-    return FUSEDOPS_OK;
-  }
   char* ws = workspace ? reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace), kAlign)) : nullptr;
   void* dbuf = p.d_in_output ? y : ws + p.d_offset;
   g.workspace = ws ? ws + p.gn_offset : nullptr;
@@ -407,6 +388,57 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
     return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: epilogue launch failed: %s",
                        cudaGetErrorString(e));
   return FUSEDOPS_OK;
+}
+
+}  // namespace
+
+int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, void* workspace, size_t, 
+                  fusedops_stream_t stream, char* err, size_t err_len) {
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  if (p.convt) {
+    const cudaError_t e = cuda::convt_run(*p.convt, in, n, y, workspace, s);
+    if (e != cudaSuccess)
+      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "ConvTransposeGroupNormAct: kernel launch failed: %s",
+                         cudaGetErrorString(e));
+    return FUSEDOPS_OK;
+  }
+  const int32_t extras_at = p.gemm ? 5 : 3;
+  cuda::GnPointers g{};
+  g.gamma = in[extras_at - 2];
+  g.beta = in[extras_at - 1];
+  for (int32_t k = 0; k + extras_at < n && k < FUSEDOPS_MAX_EXTRAS; ++k) g.extras[k] = in[extras_at + k];
+  g.y = y;
+  if (!p.gemm) {
+    g.x = in[0];
+    g.workspace = workspace;
+    const cudaError_t e = cuda::run_gn(*p.gn, g, s);
+    if (e != cudaSuccess)
+      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GroupNormAct: kernel launch failed: %s",
+                         cudaGetErrorString(e));
+    return FUSEDOPS_OK;
+  }
+  if (p.fused && cuda::cutlass_gemm::fused_gemm_accepts(*p.fused, in[0], in[1], y)) {
+    const cudaError_t e = cuda::cutlass_gemm::run_fused_gemm(*p.fused, in, n, y, workspace, s);
+    if (e != cudaSuccess)
+      return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: CUTLASS kernel launch failed: %s",
+                         cudaGetErrorString(e));
+    return FUSEDOPS_OK;
+  }
+  cuda::ReplayCache::Key key;
+  if (p.replay && cuda::ReplayCache::make_key(in, n, y, workspace, &key)) {
+    cudaError_t e = cudaSuccess;
+    const auto launch = [&](cudaStream_t cs) {
+      return run_gemm_direct(p, in, n, y, workspace, cs, g, nullptr, 0) == FUSEDOPS_OK ? cudaSuccess
+                                                                                       : cudaErrorUnknown;
+    };
+    if (p.replay_cache.run(key, s, launch, &e)) {
+      if (e != cudaSuccess)
+        return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: CUDA graph launch failed: %s",
+                           cudaGetErrorString(e));
+      return FUSEDOPS_OK;
+    }
+  }
+  return run_gemm_direct(p, in, n, y, workspace, s, g, err, err_len);
 }
 
 size_t cuda_workspace_size(const fusedops_op_desc& d) {

@@ -197,6 +197,8 @@ typedef struct {
   int32_t cutlass_config;     /* k > 0: the k-th CUTLASS tile configuration of the mode (A/B timing); 0 = default */
   int32_t reduce_whole_row;   /* 1: a channel reduction over S == 1 rows keeps each row in one block (the layout
                                  before sm_90) instead of slices combined by a thread-block cluster */
+  int32_t direct_launches;    /* 1: GemmGroupNormAct launches its GEMM and epilogue each call instead of replaying a
+                                 CUDA graph of them per pointer set (captured at a set's second call) */
 } fusedops_plan_options;
 
 /* ---- The GEMM of GemmGroupNormAct: which kernel a plan runs ---------------------------------------------------- */
