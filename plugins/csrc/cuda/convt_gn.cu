@@ -2,18 +2,19 @@
 // (mma.sync m16n8k8 TF32, fp32 accumulation) reading NCHW X directly, whose epilogue adds the bias, applies `pre`,
 // stores the pre-normalisation value into Y and writes per-(sample, group) partial statistics of its tile; then a
 // finishing kernel (Chan's combine per (sample, group)) and an in-place normalise + `post` pass over Y. No tensor of
-// Y's size besides Y; the workspace holds the partials and the (mean, rstd) pairs.
+// Y's size besides Y; the workspace holds the partials, the (mean, rstd) pairs and the packed weights.
 //
-// The GEMM of one block: M = TM consecutive output columns of one (sample, output row), N = TN output channels of
-// one convolution group, K = that group's input channels x the kernel taps. The gather rule of a transposed
-// convolution, out[o] += x[i] * w[k] where i * stride + k * dilation - pad_begin = o, gives for output row oh and tap
-// kh one input row ih (the same for the whole block, or none), and for output column ow and tap kw one input column or
-// none. So per (kh, chunk of KC input channels) the block stages the input row's span its columns need and the
-// weights of every kw, then runs the kw taps out of shared memory.
+// The GEMM of one block: M = kTR output rows x kTM output columns of one sample, N = kTN output channels of one
+// convolution group, K = that group's input channels x the kernel taps. The gather rule of a transposed convolution,
+// out[o] += x[i] * w[k] where i * stride + k * dilation - pad_begin = o, gives for output row oh and tap kh one input
+// row or none, and for output column ow and tap kw one input column or none. Per chunk of kKC input channels the
+// block stages (cp.async, double-buffered) every input row its output rows reach and the packed weights of every tap,
+// then runs all taps out of shared memory; tables built once per block map (row, kh) to a staged row and (kw, column)
+// to a staged column, so the main loop does no division. Measurements and what limits it: docs/kernels.md.
 //
-// Precision: float32 X with allow_tf32 = 1 rounds the operands to TF32; allow_tf32 = 0 runs 3xTF32 (each operand
-// split into a TF32 high part and a TF32 low part, three products: float32-level error); float16 / bfloat16 operands
-// are exact in TF32, so 16-bit X runs the TF32 path with exact products.
+// Precision: float32 X with allow_tf32 = 1 rounds the operands to TF32 (W when packed, X once per stage);
+// allow_tf32 = 0 runs 3xTF32 (each operand split into a TF32 high part and a TF32 low part, three products);
+// float16 / bfloat16 operands are exact in TF32, so 16-bit X runs the TF32 path with exact products.
 #include "cuda/convt_gn.h"
 
 #include <algorithm>

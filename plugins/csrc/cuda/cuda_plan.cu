@@ -7,7 +7,9 @@
 //
 // Made once per plan: the cuBLASLt matrix layouts, the matmul descriptor and the algorithm cuBLASLt's heuristic
 // chose (for 16-byte aligned pointers; the rare misaligned call gets a second algorithm, found once), the epilogue's
-// launch plan and the workspace layout. A run does no query, no allocation and no attribute change.
+// launch plan and the workspace layout. A run does no query, no allocation and no attribute change, except that
+// GemmGroupNormAct captures and instantiates a CUDA graph of its launches the second time it sees a pointer set, then
+// replays it (cuda/replay_cache.h: one cudaGraphLaunch instead of cuBLASLt's per-call host work).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -326,9 +328,8 @@ namespace {
 
 // GemmGroupNormAct's GEMM (skinny kernel, memset for K = 0, or cuBLASLt) and its epilogue, launched on `s`; `g`
 // holds the epilogue's per-channel pointers and Y.
-int run_gemm_direct(const CudaPlan& p, const void* const* in, int32_t n, void* y, void* workspace, cudaStream_t s,
+int run_gemm_direct(const CudaPlan& p, const void* const* in, void* y, void* workspace, cudaStream_t s,
                     cuda::GnPointers g, char* err, size_t err_len) {
-  (void)n;
   const void* x = in[0];
   const void* w = in[1];
   const void* bias = in[2];
@@ -428,8 +429,8 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
   if (p.replay && cuda::ReplayCache::make_key(in, n, y, workspace, &key)) {
     cudaError_t e = cudaSuccess;
     const auto launch = [&](cudaStream_t cs) {
-      return run_gemm_direct(p, in, n, y, workspace, cs, g, nullptr, 0) == FUSEDOPS_OK ? cudaSuccess
-                                                                                       : cudaErrorUnknown;
+      return run_gemm_direct(p, in, y, workspace, cs, g, nullptr, 0) == FUSEDOPS_OK ? cudaSuccess
+                                                                                    : cudaErrorUnknown;
     };
     if (p.replay_cache.run(key, s, launch, &e)) {
       if (e != cudaSuccess)
@@ -438,7 +439,7 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
       return FUSEDOPS_OK;
     }
   }
-  return run_gemm_direct(p, in, n, y, workspace, s, g, err, err_len);
+  return run_gemm_direct(p, in, y, workspace, s, g, err, err_len);
 }
 
 size_t cuda_workspace_size(const fusedops_op_desc& d) {
