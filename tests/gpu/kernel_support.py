@@ -28,6 +28,28 @@ TOL32 = 1e-4
 ULP16 = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}
 
 
+def run_in_threads(worker, count: int, timeout: float = 120.0) -> None:
+    """worker(i) for i in range(count), each on its own thread; re-raises the first failure here (a thread's own
+    exception would otherwise only be printed)."""
+    import threading
+
+    errors = []
+
+    def guarded(i):
+        try:
+            worker(i)
+        except Exception as e:  # noqa: BLE001 - reported by the calling thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), f"a worker thread is still running after {timeout} s"
+    assert not errors, errors
+
+
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

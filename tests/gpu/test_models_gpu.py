@@ -28,6 +28,7 @@ from fusedops.models import get_entry
 from fusedops.plugins import torch_ops
 from model_support import _REF64, KEYS, TOL, TOL_16, _gen, _max_err, _params, precision
 from model_support import _need_cuda_kernels  # noqa: F401 - autouse module fixture, applies by being here
+from kernel_support import run_in_threads
 
 pytestmark = pytest.mark.gpu
 
@@ -165,33 +166,23 @@ def test_model_compiled_reduce_overhead_matches_eager(key):
 
 def test_one_plan_from_two_threads_on_two_streams():
     """The cached plan is shared by concurrent calls: two threads, each on its own stream, many calls each."""
-    import threading
-
     g = _gen(20)
     x = [torch.rand(64, 512, generator=g).cuda() for _ in range(2)]
     w = (torch.randn(1024, 512, generator=g) / 22).cuda()
     b, gm, bt = _params(1024, 0, seed=21)[0], *_params(1024, 0, seed=22)[:2]
     with precision("fp32"):
         want = [F.leaky_relu(F.group_norm(F.linear(xi, w, b), 64, gm, bt, 1e-5), 0.01) * 2 for xi in x]
-    errors, outs = [], [[], []]
+    outs = [[], []]
 
     def worker(i):
-        try:
-            s = torch.cuda.Stream()
-            with torch.cuda.stream(s), precision("fp32"):
-                for _ in range(50):
-                    outs[i].append(torch_ops.gemm_group_norm_act(x[i], w, b, gm, bt, [], 64, 1e-5, "",
-                                                                 "leaky_relu(0.01);mul(2)"))
-            s.synchronize()
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s), precision("fp32"):
+            for _ in range(50):
+                outs[i].append(torch_ops.gemm_group_norm_act(x[i], w, b, gm, bt, [], 64, 1e-5, "",
+                                                             "leaky_relu(0.01);mul(2)"))
+        s.synchronize()
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_in_threads(worker, 2)
     for i in range(2):
         for y in outs[i]:
             torch.testing.assert_close(y, want[i], rtol=1e-4, atol=1e-4)

@@ -5,12 +5,10 @@ compares every result bit for bit with a plan that launches directly (PlanOption
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 
-from kernel_support import DEV, SKIP_REASON
+from kernel_support import DEV, SKIP_REASON, run_in_threads
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")]
 
@@ -107,29 +105,21 @@ def test_two_threads_on_one_plan_each_get_their_own_result():
     probe = Buffers(M, K, C, 8, dtype, (1,), 0)
     plan, shape = plan_for(probe.tensors(), a)
     direct, _ = plan_for(probe.tensors(), a, abi.PlanOptions(direct_launches=True))
-    results, errors = {}, []
+    results = {}
 
     def worker(tid):
-        try:
-            stream = torch.cuda.Stream()
-            bufs = Buffers(M, K, C, 10 + tid, dtype, shape, plan.workspace)
-            with torch.cuda.stream(stream):
-                for call in range(6):
-                    bufs.refill(1000 * tid + call)
-                    bufs.run(plan, stream)
-                    stream.synchronize()
-                    check = Buffers(M, K, C, 20 + tid, dtype, shape, direct.workspace)
-                    check.copy_inputs_from(bufs)
-                    check.run(direct, stream)
-                    stream.synchronize()
-                    results[(tid, call)] = torch.equal(bufs.y, check.y)
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
+        stream = torch.cuda.Stream()
+        bufs = Buffers(M, K, C, 10 + tid, dtype, shape, plan.workspace)
+        with torch.cuda.stream(stream):
+            for call in range(6):
+                bufs.refill(1000 * tid + call)
+                bufs.run(plan, stream)
+                stream.synchronize()
+                check = Buffers(M, K, C, 20 + tid, dtype, shape, direct.workspace)
+                check.copy_inputs_from(bufs)
+                check.run(direct, stream)
+                stream.synchronize()
+                results[(tid, call)] = torch.equal(bufs.y, check.y)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    run_in_threads(worker, 2)
     assert len(results) == 12 and all(results.values()), results
