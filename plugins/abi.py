@@ -43,6 +43,9 @@ STATUS_NAMES = {0: "ok", 1: "invalid argument", 2: "unsupported", 3: "workspace 
 F32, F16, BF16 = 0, 1, 2
 DTYPE_CODES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}
 OP_CODES = {catalog.GROUP_NORM_ACT.name: 1, catalog.GEMM_GROUP_NORM_ACT.name: 2}
+CONVTRANSPOSE_GROUP_NORM_ACT = "ConvTransposeGroupNormAct"  # op 3: in the C ABI, not in the op spec yet (issue 13)
+OP_CODES[CONVTRANSPOSE_GROUP_NORM_ACT] = 3
+CONV_LISTS = ("kernel_shape", "strides", "pads", "output_padding", "dilations")
 GEMM_AUTO, GEMM_CUBLASLT, GEMM_CUTLASS, GEMM_SKINNY = 0, 1, 2, 3  # fusedops_gemm_kernel
 
 
@@ -76,9 +79,20 @@ class OpDesc(ctypes.Structure):
     _fields_ = [("op", c_int32), ("d", GemmDesc), ("conv", ConvDesc)]
 
 
+class ConvAttributes(ctypes.Structure):
+    """fusedops_conv_attributes: ConvTranspose's INTS attributes (pointer + length each; empty = ONNX's default)."""
+    _fields_ = [("kernel_shape", POINTER(c_int64)), ("num_kernel_shape", c_int32),
+                ("strides", POINTER(c_int64)), ("num_strides", c_int32),
+                ("pads", POINTER(c_int64)), ("num_pads", c_int32),
+                ("output_padding", POINTER(c_int64)), ("num_output_padding", c_int32),
+                ("dilations", POINTER(c_int64)), ("num_dilations", c_int32),
+                ("group", c_int64)]
+
+
 class Attributes(ctypes.Structure):
     _fields_ = [("op", c_int32), ("num_groups", c_int64), ("epsilon", c_float), ("pre", c_char_p),
-                ("post", c_char_p), ("reduce", c_char_p), ("trans_b", c_int32), ("allow_tf32", c_int32)]
+                ("post", c_char_p), ("reduce", c_char_p), ("trans_b", c_int32), ("allow_tf32", c_int32),
+                ("conv", POINTER(ConvAttributes))]
 
 
 class TensorDesc(ctypes.Structure):
@@ -242,11 +256,29 @@ def parse_chain(text: str) -> Chain:
     return ch
 
 
-def parse_attributes(op: str, attrs: catalog.FusedAttrs) -> OpDesc:
-    """The node's attributes through the library's parser (shapes and dtypes of the result unknown: -1)."""
+def parse_attributes(op: str, attrs: catalog.FusedAttrs, conv: dict | None = None) -> OpDesc:
+    """The node's attributes through the library's parser (shapes and dtypes of the result unknown: -1).
+    ConvTransposeGroupNormAct also takes ``conv``: ONNX ConvTranspose's attributes (kernel_shape, strides, pads as
+    begins then ends, output_padding, dilations: lists, absent = ONNX's default; group: int)."""
     a = Attributes(OP_CODES[op], int(attrs.num_groups), float(attrs.epsilon), catalog.chain_text(attrs.pre).encode(),
                    catalog.chain_text(attrs.post).encode(), attrs.reduce.encode(), int(attrs.trans_b),
                    int(attrs.allow_tf32))
+    keep = []  # the lists must outlive the call
+    if conv is not None:
+        unknown = set(conv) - set(CONV_LISTS) - {"group"}
+        if unknown:
+            raise FusedopsError(f"{op}: unknown convolution attribute(s) {sorted(unknown)}; known: "
+                                f"{', '.join(CONV_LISTS)}, group")
+        c = ConvAttributes()
+        for name in CONV_LISTS:
+            values = list(conv.get(name) or [])
+            arr = (c_int64 * max(1, len(values)))(*[int(v) for v in values])
+            keep.append(arr)
+            setattr(c, name, ctypes.cast(arr, POINTER(c_int64)))
+            setattr(c, f"num_{name}", len(values))
+        c.group = int(conv.get("group", 1))
+        keep.append(c)
+        a.conv = ctypes.pointer(c)
     d, err = OpDesc(), _err()
     rc = load().fusedops_parse_attributes(byref(a), byref(d), err, len(err))
     if rc != OK:

@@ -1,8 +1,8 @@
 """ConvTransposeGroupNormAct through the C ABI (issue 13, in progress).
 
-The op is not in the op spec yet (no attribute parsing, no ``fusedops_describe`` rules for it): this module builds
-its complete descriptor from the tensors' shapes and ONNX ConvTranspose attributes, and runs plans of it on the CPU or
-a CUDA device. The library's plan creation checks the descriptor (ConvTranspose's rules, the output size).
+The op is in the C ABI (op code 3, ``fusedops_conv_attributes``, ``fusedops_describe``'s ConvTranspose rules) but not
+in the op spec yet, so the adapters and the fuser do not know it. This module builds its descriptor through the
+library's parser and shape rules and runs plans of it on the CPU or a CUDA device.
 
     convtranspose_desc(x_shape, w_shape, attrs, ...) -> abi.OpDesc
     convtranspose_groupnorm_act(x, w, b, gamma, beta, extras, attrs, ...) -> Y   (on X's device)
@@ -19,12 +19,7 @@ from fusedops.errors import FusedopsError
 
 from . import abi
 
-OP_CONVTRANSPOSE_GROUPNORM_ACT = 3  # FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT
-
-
-def output_size(n: int, k: int, s: int, p0: int, p1: int, op: int, d: int) -> int:
-    """ONNX ConvTranspose's output size of one spatial dimension."""
-    return s * (n - 1) + op + d * (k - 1) + 1 - p0 - p1
+OP = abi.CONVTRANSPOSE_GROUP_NORM_ACT
 
 
 def convtranspose_desc(x_shape: Sequence[int], w_shape: Sequence[int], attrs: catalog.FusedAttrs, *,
@@ -32,33 +27,17 @@ def convtranspose_desc(x_shape: Sequence[int], w_shape: Sequence[int], attrs: ca
                        output_padding: Sequence[int] | None = None, dilations: Sequence[int] | None = None,
                        group: int = 1, x_dtype: torch.dtype = torch.float32,
                        param_dtype: torch.dtype = torch.float32, allow_tf32: bool = True) -> abi.OpDesc:
-    """Descriptor of X (N, Cin, *in) * W (Cin, C / group, *kernel) with ONNX attributes (``pads`` = begins then ends,
-    defaults 1 / 0 / 0 / 1) and the GroupNorm part of ``attrs`` (num_groups, epsilon, pre, post, reduce)."""
-    r = len(x_shape) - 2
-    if r not in (1, 2) or len(w_shape) != r + 2:
-        raise FusedopsError(f"ConvTransposeGroupNormAct: X {tuple(x_shape)} and W {tuple(w_shape)} must be (N, Cin, "
-                            "*spatial) and (Cin, C / group, *kernel) with 1 or 2 spatial dims")
-    strides = list(strides or [1] * r)
-    pads = list(pads or [0] * (2 * r))
-    output_padding = list(output_padding or [0] * r)
-    dilations = list(dilations or [1] * r)
-    d = abi.parse_attributes(catalog.GROUP_NORM_ACT.name, attrs)
-    d.op = OP_CONVTRANSPOSE_GROUPNORM_ACT
-    g = d.d.gn
-    g.N, g.C = int(x_shape[0]), int(w_shape[1]) * int(group)
-    outs = [output_size(int(x_shape[2 + i]), int(w_shape[2 + i]), strides[i], pads[i], pads[r + i],
-                        output_padding[i], dilations[i]) for i in range(r)]
-    g.S = 1
-    for o in outs:
-        g.S *= max(o, 0)
-    g.x_dtype, g.param_dtype = abi.DTYPE_CODES[x_dtype], abi.DTYPE_CODES[param_dtype]
-    d.d.K, d.d.trans_b, d.d.allow_tf32 = 0, 1, int(bool(allow_tf32))
-    c = d.conv
-    c.spatial_rank, c.group, c.in_channels = r, int(group), int(x_shape[1])
-    for i in range(r):
-        c.input[i], c.output[i], c.kernel[i] = int(x_shape[2 + i]), outs[i], int(w_shape[2 + i])
-        c.strides[i], c.pads_begin[i], c.pads_end[i] = strides[i], pads[i], pads[r + i]
-        c.output_padding[i], c.dilations[i] = output_padding[i], dilations[i]
+    """Descriptor of X (N, Cin, *in) * W (Cin, C / group, *kernel) with ONNX attributes (``pads`` = begins then ends;
+    None = ONNX's defaults) and the GroupNorm part of ``attrs`` (num_groups, epsilon, pre, post, reduce), completed by
+    the library's shape rules (FusedopsError naming what is wrong)."""
+    a = catalog.FusedAttrs(**{**attrs.__dict__, "allow_tf32": int(bool(allow_tf32))})
+    conv = {"strides": strides, "pads": pads, "output_padding": output_padding, "dilations": dilations,
+            "group": int(group)}
+    d = abi.parse_attributes(OP, a, {k: v for k, v in conv.items() if v is not None})
+    per_channel = abi.tensor_desc(param_dtype, None)  # B, gamma, beta, extras: dtype known, size checked at run
+    descs = [abi.tensor_desc(x_dtype, tuple(x_shape)), abi.tensor_desc(x_dtype, tuple(w_shape))]
+    descs += [per_channel] * (3 + a.num_extras)
+    d, _ = abi.describe(d, descs)
     return d
 
 

@@ -22,8 +22,9 @@ def _desc(**kw):
 
 
 def test_output_size_follows_onnx():
-    assert convt_abi.output_size(256, 3, 1, 0, 0, 0, 1) == 258
-    assert convt_abi.output_size(9, 3, 2, 1, 1, 1, 1) == 18
+    d = convt_abi.convtranspose_desc((1, 8, 256, 9), (8, 4, 3, 3), A, strides=[1, 2], pads=[0, 1, 0, 1],
+                                     output_padding=[0, 1])
+    assert (d.conv.output[0], d.conv.output[1]) == (258, 18)  # 256 + 2; 2 * 8 + 1 + 2 + 1 - 1 - 1
     d = _desc(strides=[2, 3], pads=[1, 0, 1, 2], output_padding=[1, 2], dilations=[1, 2])
     assert (d.conv.output[0], d.conv.output[1]) == (10, 20)  # 2*4+1+2*2+1-1-1, 3*5+2+2*2+1-0-2
     assert d.d.gn.S == 200 and d.d.gn.C == 4 and d.d.gn.N == 2
@@ -37,8 +38,8 @@ def test_a_valid_descriptor_makes_a_cpu_plan():
 @pytest.mark.parametrize("edit,message", [
     (lambda d: setattr(d.conv, "spatial_rank", 3), "spatial_rank must be 1 or 2"),
     (lambda d: setattr(d.conv, "group", 3), "group 3 must divide"),
-    (lambda d: d.conv.strides.__setitem__(0, 0), "must be >= 1"),
-    (lambda d: d.conv.output_padding.__setitem__(1, 1), "output_padding 1 in"),
+    (lambda d: d.conv.strides.__setitem__(0, 0), "spatial dim 0: the stride must be >= 1"),
+    (lambda d: d.conv.output_padding.__setitem__(1, 1), r"spatial dim 1: output_padding must be in \[0, max"),
     (lambda d: d.conv.output.__setitem__(0, 8), "output size is 7 by ConvTranspose's rule, the descriptor says 8"),
     (lambda d: setattr(d.d.gn, "S", 41), "gn.S is 41"),
 ])

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/cpu_convt.h"
+#include "core/conv_rules.h"
 #include "core/message.h"
 #include "fusedops/fusedops.h"
 #include "plan_backend.h"
@@ -30,8 +31,9 @@ const char* op_name(int32_t op) {
   return op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "GemmGroupNormAct" : "GroupNormAct";
 }
 
-// The transposed convolution of a ConvTransposeGroupNormAct descriptor against ONNX ConvTranspose's rules, and the
-// output size against gn.S (until fusedops_describe knows the op, plans check what a describe would have made).
+// The transposed convolution of a ConvTransposeGroupNormAct descriptor against ONNX ConvTranspose's rules (the same
+// functions fusedops_describe applies, core/conv_rules.h), and the output size against gn.S: a descriptor built by
+// hand is checked as strictly as one fusedops_describe made.
 int check_conv(const fusedops_op_desc& d, char* err, size_t err_len) {
   const char* op = "ConvTransposeGroupNormAct";
   const fusedops_conv_desc& cv = d.conv;
@@ -45,16 +47,16 @@ int check_conv(const fusedops_op_desc& d, char* err, size_t err_len) {
                        cv.group, static_cast<long long>(cv.in_channels), static_cast<long long>(gn.C));
   int64_t s = 1;
   for (int i = 0; i < cv.spatial_rank; ++i) {
-    if (cv.kernel[i] < 1 || cv.strides[i] < 1 || cv.dilations[i] < 1 || cv.pads_begin[i] < 0 || cv.pads_end[i] < 0 ||
-        cv.output_padding[i] < 0 || cv.output_padding[i] >= std::max(cv.strides[i], cv.dilations[i]) ||
-        cv.input[i] < 0)
+    const char* problem = fusedops::core::convtranspose_dim_problem(
+        cv.kernel[i], cv.strides[i], cv.dilations[i], cv.pads_begin[i], cv.pads_end[i], cv.output_padding[i]);
+    if (problem || cv.input[i] < 0)
       return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
-                         "%s: spatial dim %d: kernel %d, stride %d, dilation %d must be >= 1, pads %d/%d >= 0, "
-                         "output_padding %d in [0, max(stride, dilation)), input %lld >= 0", op, i, cv.kernel[i],
+                         "%s: spatial dim %d: %s (kernel %d, stride %d, dilation %d, pads %d/%d, output_padding %d, "
+                         "input %lld)", op, i, problem ? problem : "the input size must be >= 0", cv.kernel[i],
                          cv.strides[i], cv.dilations[i], cv.pads_begin[i], cv.pads_end[i], cv.output_padding[i],
                          static_cast<long long>(cv.input[i]));
-    const int64_t out = int64_t(cv.strides[i]) * (cv.input[i] - 1) + cv.output_padding[i] +
-                        int64_t(cv.dilations[i]) * (cv.kernel[i] - 1) + 1 - cv.pads_begin[i] - cv.pads_end[i];
+    const int64_t out = fusedops::core::convtranspose_output_size(
+        cv.input[i], cv.kernel[i], cv.strides[i], cv.pads_begin[i], cv.pads_end[i], cv.output_padding[i], cv.dilations[i]);
     if (cv.input[i] > 0 && (out < 1 || out != cv.output[i]))
       return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
                          "%s: spatial dim %d: the output size is %lld by ConvTranspose's rule, the descriptor says "

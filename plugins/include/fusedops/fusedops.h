@@ -124,9 +124,10 @@ typedef struct {
                             ONNX Runtime and TensorRT pass 0 */
 } fusedops_conv_desc;
 
-/* ConvTransposeGroupNormAct (issue 13), in progress: a complete descriptor (op, d.gn, d.allow_tf32, conv) makes CUDA
- * plans today; the op spec entry (attributes, fusedops_describe), the CPU kernel and the adapters are still to come,
- * so the code lives here rather than in the generated fusedops_op enum until the spec has the op. */
+/* ConvTransposeGroupNormAct (issue 13), in progress: fusedops_parse_attributes (with fusedops_conv_attributes) and
+ * fusedops_describe complete its descriptor (op, d.gn, d.allow_tf32, conv), which makes CPU and CUDA plans; the op
+ * spec entry (INTS attributes) and the adapters are still to come, so the code lives here rather than in the
+ * generated fusedops_op enum until the spec has the op. */
 #define FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT 3
 
 /* One node of any op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1); GemmGroupNormAct d.gn and
@@ -138,6 +139,24 @@ typedef struct {
   fusedops_conv_desc conv; /* ConvTransposeGroupNormAct only; zero otherwise */
 } fusedops_op_desc;
 
+/* ConvTransposeGroupNormAct's convolution attributes, as ONNX ConvTranspose's INTS attributes: each list a pointer
+ * and its length; a NULL / empty list takes ONNX's default (kernel_shape: W's spatial dims; strides and dilations: 1;
+ * pads (begins, then ends) and output_padding: 0). Given lists must agree on the spatial rank (1 or 2). auto_pad and
+ * output_shape are not attributes of the fused op: the exporter resolves them into pads. */
+typedef struct {
+  const int64_t* kernel_shape;
+  int32_t num_kernel_shape;
+  const int64_t* strides;
+  int32_t num_strides;
+  const int64_t* pads;
+  int32_t num_pads;
+  const int64_t* output_padding;
+  int32_t num_output_padding;
+  const int64_t* dilations;
+  int32_t num_dilations;
+  int64_t group; /* >= 1 */
+} fusedops_conv_attributes;
+
 /* A node's attributes as text and numbers, exactly as on the ONNX node and in the PyTorch op's schema. */
 typedef struct {
   int32_t op;         /* fusedops_op */
@@ -147,11 +166,15 @@ typedef struct {
   const char* post;
   const char* reduce; /* "" | min | max | sum | mean | logsumexp; NULL = "" */
   int32_t trans_b;    /* GemmGroupNormAct: 1 = W is (C, K), 0 = (K, C); ignored by GroupNormAct */
-  int32_t allow_tf32; /* GemmGroupNormAct, float32 X: 1 = TF32 tensor cores, 0 = strict FP32 */
+  int32_t allow_tf32; /* GemmGroupNormAct, ConvTransposeGroupNormAct, float32 X: 1 = TF32 tensor cores, 0 = float32
+                         accuracy */
+  const fusedops_conv_attributes* conv; /* ConvTransposeGroupNormAct: required; ignored by the other ops */
 } fusedops_attributes;
 
-/* Parse and validate attributes once: *out gets op, num_groups, epsilon, chains, reduce, trans_b, allow_tf32; its
- * shape and dtype fields are set to -1 (unknown) until fusedops_describe fills them. */
+/* Parse and validate attributes once: *out gets op, num_groups, epsilon, chains, reduce, trans_b, allow_tf32 (and for
+ * ConvTransposeGroupNormAct the convolution's group, strides, pads, output_padding, dilations and any kernel_shape in
+ * out->conv, with the spatial rank when a list gives it); its shape and dtype fields are set to -1 (unknown) until
+ * fusedops_describe fills them. */
 FUSEDOPS_API int fusedops_parse_attributes(const fusedops_attributes* attrs, fusedops_op_desc* out, char* err,
                                            size_t err_len);
 
@@ -167,7 +190,10 @@ typedef struct {
 } fusedops_tensor_desc;
 
 /* The ops' shape and dtype rules. Inputs in node order: GroupNormAct X, gamma, beta, extras...; GemmGroupNormAct
- * X, W, B, gamma, beta, extras.... Ranks; W against X's K and trans_b; every per-channel input (B, gamma, beta,
+ * and ConvTransposeGroupNormAct X, W, B (may be absent: dtype unknown, rank -1), gamma, beta, extras....
+ * ConvTransposeGroupNormAct: X (N, Cin, *spatial) with 1 or 2 spatial dims, W (Cin, C / group, *kernel), ONNX
+ * ConvTranspose's output size (in conv.output; gn.S is their product) and limits; fills d->conv completely.
+ * Ranks; W against X's K and trans_b; every per-channel input (B, gamma, beta,
  * extras) with C elements and one dtype of its own (float32, or X's dtype); W of X's dtype; the number of extras
  * (at least what the chains reference, at most FUSEDOPS_MAX_EXTRAS); C divisible by num_groups; sizes within the
  * kernels' limits. What is unknown is not checked: *d (from fusedops_parse_attributes) gets N, C, S, K and the
