@@ -80,10 +80,16 @@ int convt_groupnorm_act_cpu(const fusedops_op_desc& d, const void* const* in, in
       const int64_t n = t / (groups * chunks), cg = (t / chunks) % groups, co0 = (t % chunks) * kChannelChunk;
       const int64_t nco = std::min(kChannelChunk, cout_g - co0);
       thread_local std::vector<float> xbuf, a, cols, acc;
-      xbuf.resize(size_t(cin_g * in_plane));
       a.resize(size_t(nco * taps * cin_g));
       acc.resize(size_t(nco * S));
-      load_f32(in[0], xt, (n * cv.in_channels + cg * cin_g) * in_plane, cin_g * in_plane, xbuf.data());
+      // float32 X is read in place; 16-bit X is widened once per task.
+      const int64_t x_at = (n * cv.in_channels + cg * cin_g) * in_plane;
+      const float* xf = xt == FUSEDOPS_F32 ? static_cast<const float*>(in[0]) + x_at : nullptr;
+      if (!xf) {
+        xbuf.resize(size_t(cin_g * in_plane));
+        load_f32(in[0], xt, x_at, cin_g * in_plane, xbuf.data());
+        xf = xbuf.data();
+      }
       // A (nco * taps x cin_g): row (co, tap) holds W[cg * cin_g + ci, co0 + co, tap] over ci.
       for (int64_t co = 0; co < nco; ++co)
         for (int64_t tap = 0; tap < taps; ++tap)
@@ -94,7 +100,7 @@ int convt_groupnorm_act_cpu(const fusedops_op_desc& d, const void* const* in, in
       for (int64_t ih0 = 0; ih0 < g.hin; ih0 += rows_per_gemm) {
         const int64_t rows = std::min(rows_per_gemm, g.hin - ih0), cols_n = rows * g.win;
         cols.resize(size_t(nco * taps * cols_n));
-        gemm(blas, a.data(), xbuf.data() + ih0 * g.win, in_plane, cols.data(), nco * taps, cols_n, cin_g);
+        gemm(blas, a.data(), xf + ih0 * g.win, in_plane, cols.data(), nco * taps, cols_n, cin_g);
         // Scatter (col2im): input (ih, iw) through tap (kh, kw) lands on (ih*sh - ph + kh*dh, iw*sw - pw + kw*dw).
         for (int64_t co = 0; co < nco; ++co)
           for (int64_t kh = 0; kh < g.kh; ++kh)
@@ -104,9 +110,17 @@ int convt_groupnorm_act_cpu(const fusedops_op_desc& d, const void* const* in, in
               for (int64_t r = 0; r < rows; ++r) {
                 const int64_t oh = (ih0 + r) * g.sh - g.ph + kh * g.dh;
                 if (oh < 0 || oh >= g.hout) continue;
+                const float* srow = src + r * g.win;
+                float* drow = dst + oh * g.wout;
+                if (g.sw == 1) {  // a contiguous run of columns: a loop the compiler vectorises
+                  const int64_t shift = kw * g.dw - g.pw;  // ow = iw + shift
+                  const int64_t lo = std::max<int64_t>(0, -shift), hi = std::min<int64_t>(g.win, g.wout - shift);
+                  for (int64_t iw = lo; iw < hi; ++iw) drow[iw + shift] += srow[iw];
+                  continue;
+                }
                 for (int64_t iw = 0; iw < g.win; ++iw) {
                   const int64_t ow = iw * g.sw - g.pw + kw * g.dw;
-                  if (ow >= 0 && ow < g.wout) dst[oh * g.wout + ow] += src[r * g.win + iw];
+                  if (ow >= 0 && ow < g.wout) drow[ow] += srow[iw];
                 }
               }
             }
