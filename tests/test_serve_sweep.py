@@ -18,11 +18,12 @@ from fusedops.serve import sweep  # noqa: E402
 @pytest.mark.skipif(fo_ort.unavailable_reason() is not None, reason=f"{fo_ort.unavailable_reason()}")
 def test_sweep_runs_end_to_end_on_the_cpu(tmp_path):
     report = sweep.run_sweep(tmp_path, "1", "small", "auto", [1, 4], {1: 1.0, 4: 1.0}, tolerance="fp32",
-                             compare_durations={1: 0.5, 4: 0.5}, compare_instances=2)
+                             compare_durations={1: 0.5, 4: 0.5}, compare_instances=2, compare_delay_us=0)
     assert "on ort-cpu (cpu) via tritonserver" in report["fused"]["ready_line"]
     assert "on ort-cpu (cpu) via pytriton" in report["fused_pytriton"]["ready_line"]
     assert "on torch-eager (cpu) via pytriton" in report["eager_baseline"]["ready_line"]
-    for side in ("fused", "fused_instances", "fused_pytriton", "eager_baseline"):
+    assert report["max_queue_delay_us"] == 100 and report["fused_delay"]["max_queue_delay_us"] == 0
+    for side in ("fused", "fused_instances", "fused_delay", "fused_pytriton", "eager_baseline"):
         points = report[side]["points"]
         assert [p["concurrency"] for p in points] == ([4] if side == "fused_instances" else [1, 4])
         assert all(p["ok"] > 0 and p["wrong"] == p["errors"] == p["lost"] == 0 for p in points), points
@@ -35,8 +36,9 @@ def test_sweep_runs_end_to_end_on_the_cpu(tmp_path):
     assert saved["targets"] == json.loads(json.dumps(targets))
     assert (tmp_path / "serve_sweep.png").stat().st_size > 10_000
     assert [ln.split("c=")[1].split()[0] for ln in sweep.summary(report).splitlines()[1:]] == ["1", "4", "4"] + \
-        ["1", "4"] * 2
+        ["1", "4"] * 3
     assert " x2 " in sweep.summary(report).splitlines()[3]
+    assert " delay 0 us " in sweep.summary(report).splitlines()[4]
 
 
 def test_more_instances_need_the_tritonserver_path():
@@ -54,3 +56,5 @@ def test_bad_durations_are_one_error_line(capsys):
     assert "CONCURRENCY:SECONDS" in capsys.readouterr().err
     assert sweep.main(["--out", "unused", "--durations", "1:1", "8:1", "--compare-durations", "1:1"]) == 2
     assert "give the same" in capsys.readouterr().err
+    assert sweep.main(["--out", "unused", "--durations", "1:1", "--compare-delay-us", "100"]) == 2
+    assert "--compare-delay-us must be >= 0 and differ from --max-queue-delay-us (100)" in capsys.readouterr().err

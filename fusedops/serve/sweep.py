@@ -135,11 +135,13 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
               tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False,
               compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
-              client_processes: int | None = None, compare_instances: int = 1) -> dict:
+              client_processes: int | None = None, compare_instances: int = 1,
+              compare_delay_us: int | None = None) -> dict:
     """The fused model behind the default server (its points are judged against the targets), then, unless skipped,
     the same model behind PyTriton's proxy and eager PyTorch behind PyTriton for ``compare_durations`` (default:
     ``durations``); with ``compare_instances`` > 1 also the default server with that many model instances at the
-    top concurrency."""
+    top concurrency; with ``compare_delay_us`` also the default server with that dynamic-batching delay (the same
+    concurrencies, ``compare_durations``), so two delays are compared in one run."""
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
@@ -163,6 +165,11 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
         report["fused_instances"] = _serve_and_load(
             source, fused_backend, model_key, size, out / "fused_instances", [top], compare_durations, tolerance,
             max_queue_delay_us, client_processes=client_processes, instances=compare_instances)
+    if compare_delay_us is not None:
+        report["fused_delay"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused_delay",
+                                                concurrency, compare_durations, tolerance, compare_delay_us,
+                                                client_processes=client_processes)
+        report["fused_delay"]["max_queue_delay_us"] = compare_delay_us
     if not skip_pytriton:
         report["fused_pytriton"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused_pytriton",
                                                    concurrency, compare_durations, tolerance, max_queue_delay_us,
@@ -176,6 +183,8 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
     series = {f"fused ({report['fused']['ready_line'].split(' on ')[-1].split(',')[0]})": report["fused"]["points"]}
     if "fused_instances" in report:
         series[f"fused, {compare_instances} instances"] = report["fused_instances"]["points"]
+    if "fused_delay" in report:
+        series[f"fused, max queue delay {compare_delay_us} us"] = report["fused_delay"]["points"]
     if "fused_pytriton" in report:
         series["fused via PyTriton's proxy"] = report["fused_pytriton"]["points"]
     if "eager_baseline" in report:
@@ -189,10 +198,12 @@ def summary(report: dict) -> str:
     """One line per side and concurrency: p50 / p99 ms, inferences/s, and what was not right."""
     lines = [f"model {report['model']} ({report['size']}), batch 1, loopback gRPC; in-process ModelNew "
              f"{report['inprocess_modelnew']['host_to_host_p50_ms']:.3f} ms"]
-    for side in ("fused", "fused_instances", "fused_pytriton", "eager_baseline"):
+    for side in ("fused", "fused_instances", "fused_delay", "fused_pytriton", "eager_baseline"):
         if side not in report:
             continue
         label = f"{side}: {report[side]['ready_line'].split(' on ')[-1].split(',')[0]}"
+        if side == "fused_delay":
+            label += f" delay {report[side]['max_queue_delay_us']} us"
         if report[side].get("instances", 1) > 1:
             label += f" x{report[side]['instances']}"
         for p in report[side]["points"]:
@@ -228,18 +239,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="load-test client processes (default: half the cores, at most 8)")
     p.add_argument("--compare-instances", type=int, default=1,
                    help="N > 1: also the default server with N model instances, at the top concurrency only")
+    p.add_argument("--compare-delay-us", type=int, default=None,
+                   help="also the default server with this --max-queue-delay-us (both delays in one run)")
     p.add_argument("--skip-baseline", action="store_true", help="no eager PyTorch side")
     p.add_argument("--skip-pytriton", action="store_true", help="no fused side behind PyTriton's proxy")
     a = p.parse_args(argv)
     try:
         durations = _parse_durations(a.durations)
         compare = _parse_durations(a.compare_durations) if a.compare_durations else None
+        if a.compare_delay_us is not None and (a.compare_delay_us < 0 or a.compare_delay_us == a.max_queue_delay_us):
+            raise FusedopsError(f"--compare-delay-us must be >= 0 and differ from --max-queue-delay-us "
+                                f"({a.max_queue_delay_us}), got {a.compare_delay_us}")
         if compare and sorted(compare) != sorted(durations):
             raise FusedopsError(f"--compare-durations names concurrencies {sorted(compare)}, --durations "
                                 f"{sorted(durations)}; give the same")
         report = run_sweep(Path(a.out), a.model, a.size, a.backend, sorted(durations), durations, a.tolerance,
                            a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton, a.client_processes,
-                           a.compare_instances)
+                           a.compare_instances, a.compare_delay_us)
     except FusedopsError as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2

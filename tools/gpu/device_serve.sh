@@ -16,7 +16,7 @@
 #    then tools/serve_profile.py against a fresh default server: where the c=1 time goes (Triton's statistics);
 # 3. with TORCH_CUDA=1 also the fused side on the PyTorch CUDA ops (ModelNew in the stub; adds ~1.5 minutes);
 #    QUEUE_DELAY_US sets the dynamic batcher's delay of the sweep and the profile (default 100), SWEEP_EXTRA adds
-#    arguments of `python -m fusedops.serve.sweep` (e.g. "--skip-pytriton");
+#    arguments of `python -m fusedops.serve.sweep` (e.g. "--skip-pytriton --compare-delay-us 0");
 # 4. tests/gpu/test_serve_gpu.py on the default path (PyTorch CUDA ops, eager; the TensorRT engine through PyTriton
 #    where TensorRT is installed), asserting correctness.
 # Writes serve_sweep.json, serve_sweep.png (and torch_cuda/...) and the logs under $OUT.
