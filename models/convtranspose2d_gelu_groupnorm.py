@@ -43,8 +43,10 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         x = self.conv_transpose(x)
-        return torch_ops.group_norm_act(x, self.group_norm.weight, self.group_norm.bias, [],
-                                        self.group_norm.num_groups, self.group_norm.eps, "gelu", "", "")
+        # Read from the modules' dicts: nn.Module.__getattr__ costs ~1 us a lookup, a third of this call's host time.
+        gn = self._modules["group_norm"]
+        return torch_ops.group_norm_act(x, gn._parameters["weight"], gn._parameters["bias"], [], gn.num_groups,
+                                        gn.eps, "gelu", "", "")
 
 
 def get_inputs():

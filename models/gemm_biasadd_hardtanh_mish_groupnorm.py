@@ -50,9 +50,11 @@ class ModelNew(nn.Module):
         self.pre_chain = f"add(@0);hardtanh({lo},{hi});mish"
 
     def forward(self, x):
-        return torch_ops.gemm_group_norm_act(x, self.gemm.weight, self.gemm.bias, self.groupnorm.weight,
-                                             self.groupnorm.bias, [self.bias], self.groupnorm.num_groups,
-                                             self.groupnorm.eps, self.pre_chain, "", "")
+        # Read from the modules' dicts: nn.Module.__getattr__ costs ~1 us a lookup, a third of this call's host time.
+        gemm, gn = self._modules["gemm"]._parameters, self._modules["groupnorm"]
+        return torch_ops.gemm_group_norm_act(x, gemm["weight"], gemm["bias"], gn._parameters["weight"],
+                                             gn._parameters["bias"], [self._parameters["bias"]], gn.num_groups,
+                                             gn.eps, self.pre_chain, "", "")
 
 
 def get_inputs():

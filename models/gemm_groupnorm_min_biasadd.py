@@ -43,10 +43,11 @@ class ModelNew(nn.Module):
         self.bias = nn.Parameter(torch.randn(bias_shape))
 
     def forward(self, x):
-        x = torch_ops.gemm_group_norm_act(x, self.gemm.weight, self.gemm.bias, self.group_norm.weight,
-                                          self.group_norm.bias, [], self.group_norm.num_groups, self.group_norm.eps,
-                                          "", "", "min")
-        return x + self.bias
+        # Read from the modules' dicts: nn.Module.__getattr__ costs ~1 us a lookup, a third of this call's host time.
+        gemm, gn = self._modules["gemm"]._parameters, self._modules["group_norm"]
+        x = torch_ops.gemm_group_norm_act(x, gemm["weight"], gemm["bias"], gn._parameters["weight"],
+                                          gn._parameters["bias"], [], gn.num_groups, gn.eps, "", "", "min")
+        return x + self._parameters["bias"]
 
 
 def get_inputs():

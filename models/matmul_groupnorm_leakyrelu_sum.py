@@ -46,8 +46,10 @@ class ModelNew(nn.Module):
         self.post_chain = f"leaky_relu({torch_ops.chain_number(self.leaky_relu.negative_slope)});mul(2)"
 
     def forward(self, x):
-        return torch_ops.gemm_group_norm_act(x, self.fc.weight, self.fc.bias, self.gn.weight, self.gn.bias, [],
-                                             self.gn.num_groups, self.gn.eps, "", self.post_chain, "")
+        # Read from the modules' dicts: nn.Module.__getattr__ costs ~1 us a lookup, a third of this call's host time.
+        fc, gn = self._modules["fc"]._parameters, self._modules["gn"]
+        return torch_ops.gemm_group_norm_act(x, fc["weight"], fc["bias"], gn._parameters["weight"],
+                                             gn._parameters["bias"], [], gn.num_groups, gn.eps, "", self.post_chain, "")
 
 
 def get_inputs():

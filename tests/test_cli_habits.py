@@ -162,10 +162,14 @@ def test_latency_chart_shows_ratio_to_eager_and_target(tmp_path):
     from fusedops.benchmark import chart
     from fusedops.benchmark.latency import BATCH1_VS_EAGER_TARGET, LatencyReport, LatencyRow
 
-    rows = [LatencyRow("m", v, "tf32", b, ms, 10.0, ms) for b in (1, 16) for v, ms in
-            (("eager", 0.2), ("fused", 0.1), ("compile:default", 0.15))]
+    rows = [LatencyRow("m", v, "tf32", b, ms, 10.0, ms, graph_sync_ms=0.08 if v == "fused" else None)
+            for b in (1, 16) for v, ms in (("eager", 0.2), ("fused", 0.1), ("compile:default", 0.15),
+                                           ("host_yardstick", 0.02))]
     fig = chart.plot_latency(LatencyReport("2026-11-23", "a GPU", "2.x", 200, rows=rows), BATCH1_VS_EAGER_TARGET)
     batch1 = fig.axes[0]
+    bars = {c.get_label(): [b.get_height() for b in c] for c in batch1.containers}
+    assert "host_yardstick" not in bars, "the host yardstick is no variant of the model"
+    assert bars["fused_graph"] == [pytest.approx(0.08 / 0.2)]
     assert batch1.get_ylabel() == "sync time / eager"
     assert any(t.get_text().startswith("target:") for t in batch1.get_legend().get_texts())
     assert any(ln.get_ydata()[0] == BATCH1_VS_EAGER_TARGET for ln in batch1.get_lines())

@@ -112,7 +112,8 @@ def plot_bench(report):
 
 def plot_latency(report, batch1_target: float):
     """One panel per (model, batch): every variant's synchronous per-call time / eager's at the same precision and
-    batch; at batch 1 the target line (fused <= ``batch1_target`` x eager)."""
+    batch (``fused_graph``: ModelNew's CUDA graph replayed synchronously); at batch 1 the target line (fused <=
+    ``batch1_target`` x eager)."""
     plt = _pyplot()
     if plt is None or not report.rows:
         return None
@@ -124,8 +125,11 @@ def plot_latency(report, batch1_target: float):
         eager = {r.precision: r.sync_ms for r in rows if r.variant == "eager"}
         series: dict[str, dict[str, float]] = {}
         for r in rows:
-            if r.variant != "eager" and eager.get(r.precision):
+            if r.variant not in ("eager", "host_yardstick") and eager.get(r.precision):
                 series.setdefault(r.variant, {})[r.precision] = r.sync_ms / eager[r.precision]
+            if r.variant == "fused" and getattr(r, "graph_sync_ms", None) and eager.get(r.precision):
+                # the floor of a synchronous caller: ModelNew's CUDA graph replayed and waited for
+                series.setdefault("fused_graph", {})[r.precision] = r.graph_sync_ms / eager[r.precision]
         _grouped_bars(ax, precisions, series)
         ax.axhline(1.0, color="black", linewidth=0.8)
         if batch == 1:

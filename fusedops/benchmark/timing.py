@@ -68,35 +68,52 @@ def time_cuda(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch
     return Timing(statistics.median(times), min(times), max(times), peak, out_bytes)
 
 
-def time_cuda_graph(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor], repeats: int,
-                    warmup: int) -> Timing:
-    """Like time_cuda, but each input's call is captured once in a CUDA graph and replayed: GPU time without the
-    host's launch overhead (Python, dispatch, ctypes). Peak memory is not measured here (0)."""
-    with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+class CapturedCalls:
+    """fn(x) captured once per input in a CUDA graph (one memory pool), after a warm-up on a side stream (library
+    load, handles, algorithm choice, compilation). ``replay(x)`` replays x's graph: the call with no host work but
+    the replay itself, so its synchronised wall time is the floor of any synchronous caller."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor]):
+        with torch.no_grad():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for x in inputs:
+                    fn(x)
+            torch.cuda.current_stream().wait_stream(side)
+            pool = torch.cuda.graph_pool_handle()
+            self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+            self.outs = []
             for x in inputs:
-                fn(x)  # warm-up outside capture: library load, handles, algorithm choice, compilation
-        torch.cuda.current_stream().wait_stream(side)
-        pool = torch.cuda.graph_pool_handle()
-        graphs, outs = [], []
-        for x in inputs:
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool):
-                outs.append(fn(x))
-            graphs.append(g)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, pool=pool):
+                    self.outs.append(fn(x))
+                self.graphs[id(x)] = g
+        self.inputs = list(inputs)
+
+    def replay(self, x: torch.Tensor) -> None:
+        self.graphs[id(x)].replay()
+
+    def time(self, repeats: int, warmup: int) -> Timing:
+        """Median CUDA-event time of one replay (replays queued back to back: GPU time alone)."""
+        n = len(self.inputs)
         for i in range(warmup):
-            graphs[i % len(graphs)].replay()
+            self.replay(self.inputs[i % n])
         events = []
         for i in range(repeats):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            graphs[i % len(graphs)].replay()
+            self.replay(self.inputs[i % n])
             end.record()
             events.append((start, end))
         torch.cuda.synchronize()
-        out_bytes = outs[0].numel() * outs[0].element_size()
-        del graphs, outs
-    times = [s.elapsed_time(e) for s, e in events]
-    return Timing(statistics.median(times), min(times), max(times), 0, out_bytes)
+        times = [s.elapsed_time(e) for s, e in events]
+        out_bytes = self.outs[0].numel() * self.outs[0].element_size()
+        return Timing(statistics.median(times), min(times), max(times), 0, out_bytes)
+
+
+def time_cuda_graph(fn: Callable[[torch.Tensor], torch.Tensor], inputs: Sequence[torch.Tensor], repeats: int,
+                    warmup: int) -> Timing:
+    """Like time_cuda, but each input's call is captured once in a CUDA graph and replayed: GPU time without the
+    host's launch overhead (Python, dispatch, ctypes). Peak memory is not measured here (0)."""
+    return CapturedCalls(fn, inputs).time(repeats, warmup)
