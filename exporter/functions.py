@@ -10,6 +10,8 @@ inline that body and compute exactly the catalog semantics:
     GroupNormAct:      Y = reduce_C(post(GroupNorm(pre(X))))            X: (N, C, *spatial), C on axis 1
     GemmGroupNormAct:  Y = reduce_C(post(GroupNorm(pre(X @ W' + B))))   W' = W^T if trans_b else W; C on the last
                                                                         axis, every row of Z is one sample
+    ConvTransposeGroupNormAct: as GroupNormAct on ConvTranspose(X, W, B), the standard op with the node's conv
+                       attributes (attribute references; B, optional, goes to ConvTranspose as given: float32)
 
 GroupNorm statistics are per sample and group: mean, then the mean of squared deviations (biased, the stable
 two-pass form, in float64), y = (x - mean) / sqrt(var + epsilon) * gamma + beta. NaN and ±inf follow the PyTorch
@@ -77,6 +79,14 @@ class _Body:
         ref.type = onnx.AttributeProto.INT if kind == "int" else onnx.AttributeProto.FLOAT
         node.attribute.append(ref)
         self.nodes.append(node)
+        return out
+
+    def op_with_refs(self, op_type: str, inputs: Sequence[str], refs: dict[str, int]) -> str:
+        """A node whose attributes {name: AttributeProto type} are references to the calling node's attributes of
+        the same name (one the node leaves out is left out here too: the op's own default)."""
+        out = self.op(op_type, inputs)
+        for name, kind in refs.items():
+            self.nodes[-1].attribute.append(onnx.AttributeProto(name=name, ref_attr_name=name, type=kind))
         return out
 
     def ints(self, values: Sequence[int]) -> str:
@@ -207,6 +217,17 @@ def _group_norm(b: _Body, x: str, grouped_shape: str, axis: int) -> str:
     return b.op("Reshape", [yg, b.op("Shape", [x])], allowzero=1)
 
 
+def _conv_transpose(b: _Body, x: str, w: str) -> str:
+    """ONNX ConvTranspose with the node's attributes. B goes in as the node gives it: ConvTranspose's input is
+    optional, so a node without B runs too (a Cast of an absent input would not); B must then be float32, as the
+    fuser writes every per-channel input."""
+    refs = {name: onnx.AttributeProto.INTS for name in _CONV_LISTS}
+    return b.op_with_refs("ConvTranspose", [x, w, "B"], {**refs, "group": onnx.AttributeProto.INT})
+
+
+_CONV_LISTS = [a.name for a in catalog.CONVTRANSPOSE_GROUP_NORM_ACT.attrs if a.type == "INTS"]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------------------------------------------------
@@ -238,14 +259,15 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
     # Dtype typing: one body serves float32, float16 and bfloat16 X (and float32 or X-typed parameters): every input
     # is cast to float32 (a no-op for float32), the math and statistics run in float32, Y is cast to X's type.
     f32 = functools.lru_cache(maxsize=None)(lambda name: b.op("Cast", [name], to=onnx.TensorProto.FLOAT))
-    if op == catalog.GROUP_NORM_ACT.name:
-        lo, hi = catalog.GROUP_NORM_ACT.x_rank
+    if op in (catalog.GROUP_NORM_ACT.name, catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name):
+        lo, hi = catalog.OPS[op].x_rank
         if rank is not None and not lo <= rank <= hi:
             raise catalog.CatalogError(f"{op}: X must have rank {lo}-{hi}, got rank {rank}")
         cache: dict[str, str] = {}
 
         def channel(name: str) -> str:
-            """(C,) → (C, 1, ..., 1): broadcast on axis 1 of (N, C, *spatial), for any rank."""
+            """(C,) → (C, 1, ..., 1): broadcast on axis 1 of (N, C, *spatial), for any rank (a ConvTranspose's
+            output has X's rank)."""
             if "shape" not in cache:
                 rank_minus_2 = b.op("Sub", [b.op("Shape", [b.op("Shape", ["X"])]), b.ints([2])])
                 ones = b.op("ConstantOfShape", [rank_minus_2], value=onnx.numpy_helper.from_array(
@@ -255,7 +277,8 @@ def build_function(op: str, attrs: catalog.FusedAttrs, rank: int | None, opset: 
                 cache[name] = b.op("Reshape", [f32(name), cache["shape"]])
             return cache[name]
 
-        z = _chain(b, f32("X"), attrs.pre, lambda k: channel(f"extra_{k}"))
+        x = f32("X") if op == catalog.GROUP_NORM_ACT.name else _conv_transpose(b, f32("X"), f32("W"))
+        z = _chain(b, x, attrs.pre, lambda k: channel(f"extra_{k}"))
         # (N, G, C/G * S), every dimension explicit: Reshape cannot infer a -1 next to N = 0.
         spatial = b.reduce("ReduceProd", b.op("Concat", [b.op("Shape", [z], start=2), b.ints([1])], axis=0), [0])
         group_len = b.op("Mul", [b.op("Div", [b.op("Shape", [z], start=1, end=2), groups]), spatial])

@@ -6,7 +6,8 @@ Built on the onnxscript rewriter; the fuser runs in four steps on an onnx-ir mod
    reached through Identity / Cast / Reshape / Unsqueeze of constants match like plain initializers;
 1. *core* (``rules_core.py``): each GroupNorm becomes a ``GroupNormAct`` node with empty chains;
 2. *grow* (``rules_grow.py``), to a fixed point: chain steps, channel reductions, producing GEMMs (rank 2 and token
-   rows), the float32 casts of 16-bit graphs;
+   rows), the float32 casts of 16-bit graphs; with ``convtranspose=True`` also producing ConvTransposes
+   (``rules_convt.py``: ConvTransposeGroupNormAct, which no runtime adapter registers yet, hence opt-in);
 3. *finish*: validate each node with ``catalog.parse_attrs``, attach one standard-op FunctionProto per distinct node
    configuration (IR-10 overloads, see ``functions.py``), add the ``fusedops`` opset; the fusion report
    (``report.py``) names what each GroupNorm became or why it was left.
@@ -26,7 +27,7 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 from fusedops.version import __version__
 
-from . import canonical, functions, validate
+from . import canonical, functions, rules_convt, validate
 from .fuser import FUSER, FUSER_LOCK
 from .report import FusionReport, build_report, mark_sites
 from .rule_util import DOMAIN, FUSED_OPS, attr, rank
@@ -77,16 +78,19 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
-def fuse_ir(model: ir.Model) -> tuple[dict, FusionReport]:
+def fuse_ir(model: ir.Model, convtranspose: bool = False) -> tuple[dict, FusionReport]:
     """Fuse ``model`` in place (canonicalise, phases 1-2, finish). Returns the functions attached
-    ({(op, overload): FunctionProto}) and the fusion report."""
+    ({(op, overload): FunctionProto}) and the fusion report. ``convtranspose``: fold a ConvTranspose before a
+    GroupNorm into ConvTransposeGroupNormAct (off by default: the ORT / TensorRT adapters do not run that op yet)."""
     opset = check_opset(model.opset_imports.get("", None))
     _validate_input(model)
     with FUSER_LOCK:
         canonical.canonicalize(model)
         sites = mark_sites(model)
-        FUSER.run(model)
+        FUSER.run(model, convtranspose=convtranspose)
     report = build_report(model, sites, opset)
+    if convtranspose:
+        report.notes += rules_convt.unfolded_notes(model)
     fns: dict[tuple[str, str], onnx.FunctionProto] = {}
     for node in model.graph:
         if node.domain != DOMAIN or node.op_type not in FUSED_OPS:
@@ -121,7 +125,8 @@ def fuse_ir(model: ir.Model) -> tuple[dict, FusionReport]:
     return fns, report
 
 
-def fuse_model_with_report(model: onnx.ModelProto) -> tuple[onnx.ModelProto, FusionReport]:
+def fuse_model_with_report(model: onnx.ModelProto, convtranspose: bool = False
+                           ) -> tuple[onnx.ModelProto, FusionReport]:
     """``fuse_model`` and its fusion report."""
     if not isinstance(model, onnx.ModelProto):
         raise FusedopsError(f"fuse_model expects an onnx.ModelProto, got {type(model).__name__}")
@@ -129,7 +134,7 @@ def fuse_model_with_report(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Fus
     model = validate.checked_input(model, opset)  # every user error named before anything is rewritten
     inferred = infer_shapes(model)
     irm = ir.from_proto(inferred)
-    fns, report = fuse_ir(irm)
+    fns, report = fuse_ir(irm, convtranspose=convtranspose)
     if not fns:
         out = onnx.ModelProto()
         out.CopyFrom(inferred)
@@ -157,11 +162,12 @@ def check_fused(fused, original) -> None:
     raise RuntimeError(f"fused model fails the ONNX checker: {error}") from error
 
 
-def fuse_model(model: onnx.ModelProto) -> onnx.ModelProto:
+def fuse_model(model: onnx.ModelProto, convtranspose: bool = False) -> onnx.ModelProto:
     """Return a copy of ``model`` with GroupNorm (+ GEMM, elementwise chains, channel reduction) fused into
     ``fusedops`` nodes, each with a standard-op function body. Unfusible parts stay standard. Raises FusedopsError
-    for an invalid model (e.g. C not divisible by num_groups)."""
-    return fuse_model_with_report(model)[0]
+    for an invalid model (e.g. C not divisible by num_groups). ``convtranspose=True`` also folds a ConvTranspose
+    before a GroupNorm (ConvTransposeGroupNormAct: function body only for now, no runtime adapter runs it)."""
+    return fuse_model_with_report(model, convtranspose=convtranspose)[0]
 
 
 def _overload_note(fns: dict) -> str | None:

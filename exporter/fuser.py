@@ -13,8 +13,8 @@ from onnxscript.rewriter import pattern as orp
 
 from fusedops import catalog
 
-from . import rules_core, rules_grow
-from .rule_util import DOMAIN, GEMM_GN, ORIGINS_KEY, Flatten, Fused, all_values, output_shape
+from . import rules_convt, rules_core, rules_grow
+from .rule_util import CONVT_GN, DOMAIN, GEMM_GN, ORIGINS_KEY, Flatten, Fused, all_values, output_shape
 
 _MAX_GROW_PASSES = 200  # each pass absorbs at least one op; chains are capped at catalog.MAX_STEPS anyway
 
@@ -26,21 +26,27 @@ class Fuser:
         self._n = 0
         self._core: list[orp.RewriteRuleSet] | None = None
         self._grow: orp.RewriteRuleSet | None = None
+        self._convt: orp.RewriteRuleSet | None = None
 
-    def run(self, model: ir.Model) -> None:
-        """Phases 1 and 2 on ``model``, in place."""
+    def run(self, model: ir.Model, convtranspose: bool = False) -> None:
+        """Phases 1 and 2 on ``model``, in place; ``convtranspose``: also fold ConvTransposes into
+        ConvTransposeGroupNormAct (rules_convt; off by default: no runtime adapter registers that op yet)."""
         self.opset = model.opset_imports.get("", None)
         self._used_names = {v.name for v in all_values(model.graph)}
         self._n = 0
         if self._core is None:
             self._core = [_dispatch_by_root(rs) for rs in rules_core.core_rule_sets(self)]
             self._grow = _dispatch_by_root(rules_grow.grow_rules(self))
+        if convtranspose and self._convt is None:
+            self._convt = _dispatch_by_root(rules_convt.convtranspose_rules(self))
         # Dead nodes (e.g. the Shape(x) of torch's GroupNorm) would count as other consumers and block fusion.
         for rule_set in self._core:
             rule_set.apply_to_model(model)
             onnxscript.optimizer.remove_unused_nodes(model)
         for _ in range(_MAX_GROW_PASSES):
             changed = self._grow.apply_to_model(model)
+            if convtranspose:  # after the grow rules: a GroupNormAct's pre chain is absorbed before its ConvTranspose
+                changed += self._convt.apply_to_model(model)
             onnxscript.optimizer.remove_unused_nodes(model)
             if changed == 0:
                 break
@@ -61,10 +67,12 @@ class Fuser:
         """Replacement: one fused node from ``f``; its output takes the type and shape of ``like``. Parameters are
         float32 (new initializers, or a Cast of a 16-bit tensor); W keeps X's type."""
         names = list(catalog.OPS[f.op_type].inputs) + [f"extra{k}" for k in range(len(f.extras))]
-        first_param = 2 if f.op_type == GEMM_GN else 1
+        first_param = 2 if f.op_type in (GEMM_GN, CONVT_GN) else 1
         vals = []
         for i, (name, v) in enumerate(zip(names, f.inputs)):
-            if isinstance(v, np.ndarray):
+            if v is None:  # an optional input left out (ConvTransposeGroupNormAct's B)
+                pass
+            elif isinstance(v, np.ndarray):
                 v = self._initializer(op, v.astype(np.float32), name.lower())
             elif isinstance(v, Flatten):
                 src, cols = v.value, v.channels

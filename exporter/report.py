@@ -28,7 +28,7 @@ class GroupNormEntry:
 
     site: str  # e.g. "GroupNormalization 'gn1'" or "InstanceNormalization 'node_7' (torch GroupNorm)"
     status: str  # "fused" | "unfused"
-    op: str | None = None  # GroupNormAct | GemmGroupNormAct
+    op: str | None = None  # GroupNormAct | GemmGroupNormAct | ConvTransposeGroupNormAct
     node: str | None = None  # the fused node's name
     dtype: str | None = None  # X's element type
     num_groups: int | None = None
@@ -46,6 +46,7 @@ class GroupNormEntry:
 class FusionReport:
     group_norms: list[GroupNormEntry] = field(default_factory=list)
     fused_nodes: int = 0
+    notes: list[str] = field(default_factory=list)  # opt-in folds that did not happen, and why
 
     @property
     def unfused(self) -> list[GroupNormEntry]:
@@ -58,7 +59,8 @@ class FusionReport:
                 ops[e.op] = ops.get(e.op, 0) + 1
         return {"group_norms_found": len(self.group_norms), "fused": len(self.group_norms) - len(self.unfused),
                 "unfused": len(self.unfused), "fused_nodes": self.fused_nodes, "by_op": ops,
-                "group_norms": [asdict(e) for e in self.group_norms]}
+                "group_norms": [asdict(e) for e in self.group_norms],
+                **({"notes": list(self.notes)} if self.notes else {})}  # absent when empty: reports stay as before
 
     def summary(self) -> str:
         n = len(self.group_norms)
@@ -67,7 +69,8 @@ class FusionReport:
         by_op = self.to_dict()["by_op"]
         ops = ", ".join(f"{op} x{k}" for op, k in sorted(by_op.items()))
         return f"fused {n - len(self.unfused)} of {n} GroupNorms into {self.fused_nodes} node(s)" + (
-            f" ({ops})" if ops else "")
+            f" ({ops})" if ops else "") + (f"; {len(self.notes)} note(s): {' | '.join(self.notes)}" if self.notes
+                                          else "")
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"

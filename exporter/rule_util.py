@@ -15,7 +15,9 @@ from fusedops import catalog
 DOMAIN = catalog.DOMAIN
 GN = catalog.GROUP_NORM_ACT.name
 GEMM_GN = catalog.GEMM_GROUP_NORM_ACT.name
-FUSED_OPS = (GN, GEMM_GN)
+CONVT_GN = catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name
+FUSED_OPS = (GN, GEMM_GN, CONVT_GN)  # the fused nodes the fuser reads, reports and gives functions
+GROWN_BY_DEFAULT = (GN, GEMM_GN)  # grown by the default rules; CONVT_GN only with the convtranspose option
 
 # X types the fused ops take (catalog, ORT library, TensorRT plugin); their parameters are always written float32.
 FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -165,7 +167,7 @@ class Fused:
 def output_shape(f: Fused) -> ir.Shape | None:
     """The fused node's output shape from its input X (for outputs the original graph left without a shape)."""
     x = f.inputs[0]
-    if isinstance(x, Flatten):
+    if isinstance(x, Flatten) or f.op_type == CONVT_GN:  # a ConvTranspose's spatial sizes: left to shape inference
         return None
     if not isinstance(x, ir.Value) or x.shape is None:
         return None

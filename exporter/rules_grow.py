@@ -22,8 +22,8 @@ from onnxscript.rewriter import pattern as orp
 
 from fusedops import catalog
 
-from .rule_util import (DOMAIN, FLOAT_TYPES, FUSED_OPS, GEMM_GN, GN, Flatten, Fused, attr, channel_vector, const,
-                        rank, read_fused, renumber, var)
+from .rule_util import (DOMAIN, FLOAT_TYPES, GEMM_GN, GN, GROWN_BY_DEFAULT, Flatten, Fused, attr, channel_vector,
+                        const, rank, read_fused, renumber, var)
 from .steps import REDUCE_OPS, STEP_PATTERNS, StepPattern
 
 
@@ -296,9 +296,9 @@ def grow_rules(fuser) -> orp.RewriteRuleSet:
     rules: list[orp.RewriteRule] = []
     for sp in STEP_PATTERNS:
         rules += step_rules(fuser, sp, GN, "pre")
-        for op_type in FUSED_OPS:
+        for op_type in GROWN_BY_DEFAULT:
             rules += step_rules(fuser, sp, op_type, "post")
-    for op_type in FUSED_OPS:
+    for op_type in GROWN_BY_DEFAULT:
         rules += [reduce_rule(fuser, op_type, reduce_op, reduce, axes_input)
                   for reduce_op, reduce in REDUCE_OPS.items() for axes_input in (True, False)]
     rules += gemm_rules(fuser)

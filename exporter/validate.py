@@ -30,7 +30,8 @@ from fusedops.input_files import all_tensors
 MAX_CHANNELS = 1 << 24
 
 _ATTR_TYPE_NAMES = {v: k for k, v in AttributeProto.AttributeType.items()}
-_ONNX_TYPE = {"INT": AttributeProto.INT, "FLOAT": AttributeProto.FLOAT, "STRING": AttributeProto.STRING}
+_ONNX_TYPE = {"INT": AttributeProto.INT, "INTS": AttributeProto.INTS, "FLOAT": AttributeProto.FLOAT,
+              "STRING": AttributeProto.STRING}
 _GN_ATTRS = {"num_groups": AttributeProto.INT, "epsilon": AttributeProto.FLOAT, "stash_type": AttributeProto.INT}
 
 
@@ -45,6 +46,8 @@ def _attr_value(a: AttributeProto):
         return a.f
     if a.type == AttributeProto.STRING:
         return a.s
+    if a.type == AttributeProto.INTS:
+        return list(a.ints)
     return None
 
 
@@ -261,7 +264,8 @@ def _check_fused_node(node: onnx.NodeProto, index: int, shapes: _Shapes) -> cata
     except catalog.CatalogError as e:
         raise ModelError(f"{where}: {e}") from None
     fixed = len(spec.inputs)
-    if len(node.input) < fixed or not all(node.input[:fixed]):
+    given = [bool(v) or name in spec.optional for name, v in zip(spec.inputs, node.input)]
+    if len(node.input) < fixed or not all(given):
         raise ModelError(f"{where}: {spec.name} needs inputs {', '.join(spec.inputs)}, got "
                             f"{len([i for i in node.input[:fixed] if i])}")
     extras = list(node.input[fixed:])
@@ -278,6 +282,8 @@ def _check_fused_node(node: onnx.NodeProto, index: int, shapes: _Shapes) -> cata
         if x is not None and not lo <= len(x) <= hi:
             raise ModelError(f"{where}: X must have rank {lo}-{hi} (N, C, *spatial), got shape {_shape_text(x)}")
         c = x[1] if x is not None else None
+    elif node.op_type == catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name:
+        c = _check_convtranspose(where, fa, x, shapes.of(node.input[1]))
     else:
         if x is not None and len(x) < 2:
             raise ModelError(f"{where}: X must have rank >= 2 (rows, K), got shape {_shape_text(x)}")
@@ -296,7 +302,8 @@ def _check_fused_node(node: onnx.NodeProto, index: int, shapes: _Shapes) -> cata
     if isinstance(c, int):
         if c % fa.num_groups != 0:
             raise ModelError(f"{where}: C={c} is not divisible by num_groups={fa.num_groups}")
-        named = [(n, node.input[spec.inputs.index(n)]) for n in ("gamma", "beta", "B") if n in spec.inputs]
+        named = [(n, node.input[spec.inputs.index(n)]) for n in ("gamma", "beta", "B")
+                 if n in spec.inputs and node.input[spec.inputs.index(n)]]
         named += [(f"extra input {k}", e) for k, e in enumerate(extras)]
         for label, value in named:
             n = shapes.numel(value)
@@ -305,14 +312,34 @@ def _check_fused_node(node: onnx.NodeProto, index: int, shapes: _Shapes) -> cata
     return fa
 
 
+def _check_convtranspose(where: str, fa: catalog.FusedAttrs, x, w) -> int | None:
+    """X and W of a ConvTransposeGroupNormAct against each other and the attributes; returns C where known."""
+    lo, hi = catalog.CONVTRANSPOSE_GROUP_NORM_ACT.x_rank
+    if x is not None and not lo <= len(x) <= hi:
+        raise ModelError(f"{where}: X must have rank {lo}-{hi} (N, Cin, *spatial), got shape {_shape_text(x)}")
+    if w is None:
+        return None
+    rank = fa.conv.spatial_rank
+    if (x is not None and len(w) != len(x)) or (rank is not None and len(w) != rank + 2) or len(w) not in (3, 4):
+        raise ModelError(f"{where}: W of shape {_shape_text(w)} must be (Cin, C / group, *kernel) with X's rank and "
+                         f"the attributes' spatial dims")
+    if x is not None and isinstance(x[1], int) and isinstance(w[0], int) and x[1] != w[0]:
+        raise ModelError(f"{where}: X has Cin={x[1]} channels but W of shape {_shape_text(w)} expects {w[0]}")
+    if isinstance(w[0], int) and w[0] % fa.conv.group:
+        raise ModelError(f"{where}: Cin={w[0]} is not divisible by group={fa.conv.group}")
+    return w[1] * fa.conv.group if isinstance(w[1], int) else None
+
+
 def _check_declared_output(node, where: str, fa: catalog.FusedAttrs, x, c, shapes: _Shapes) -> None:
     """A declared output shape that contradicts the op (e.g. C channels declared under a channel reduction)."""
     y = shapes.of(node.output[0])
     if y is None or x is None:
         return
     want = list(x)
-    axis = 1 if node.op_type == catalog.GROUP_NORM_ACT.name else len(want) - 1
-    if node.op_type != catalog.GROUP_NORM_ACT.name:
+    if node.op_type == catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name:  # spatial sizes: checked by the library's rules
+        want = [x[0], c if isinstance(c, int) else None] + [None] * (len(x) - 2)
+    axis = 1 if node.op_type != catalog.GEMM_GROUP_NORM_ACT.name else len(want) - 1
+    if node.op_type == catalog.GEMM_GROUP_NORM_ACT.name:
         want[axis] = c if isinstance(c, int) else None
     if fa.reduce:
         want[axis] = 1

@@ -13,10 +13,13 @@ Ops
 ``GemmGroupNormAct(X, W, B, gamma, beta, extra_0, ...) -> Y``
     Z = X @ W.T + B (W is (C, K) with trans_b=1, (K, C) with trans_b=0); X of rank > 2 is a batch of rows and every
     row is one sample: Y = reduce_C(post(GroupNorm(pre(Z)))) with Z viewed as (rows, C).
+``ConvTransposeGroupNormAct(X, W, B?, gamma, beta, extra_0, ...) -> Y``
+    Z = ONNX ConvTranspose(X, W, B) (1 or 2 spatial dims; fusedops/convtranspose.py), then GroupNormAct's part.
 
-Attributes (types chosen so both runtimes can read them: no string lists; INT, FLOAT, STRING only)
+Attributes (types chosen so both runtimes can read them: no string lists; INT, INTS, FLOAT, STRING only)
     num_groups INT (required), epsilon FLOAT = 1e-5, pre STRING = "", post STRING = "", reduce STRING = "",
-    GemmGroupNormAct only: trans_b INT = 1, allow_tf32 INT = 1 (float32 GEMM: TF32 tensor cores; 0 = strict FP32),
+    GemmGroupNormAct only: trans_b INT = 1; allow_tf32 INT = 1 (float32 GEMM: TF32 tensor cores; 0 = strict FP32),
+    ConvTransposeGroupNormAct: ConvTranspose's kernel_shape, strides, pads, output_padding, dilations (INTS) and group,
     and on every node plugin_namespace = "fusedops", plugin_version = "1" (TensorRT's ONNX parser picks our plugin
     when it is loaded and falls back to the node's function otherwise).
 
@@ -33,12 +36,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .chain_syntax import (_DIGITS, _NAME_CHARS, _WS, MAX_CHAIN_BYTES, _ascii_text, _float_text,  # noqa: F401
                            _parse_float, _strip, _to_float32, quote)
+from .attr_values import float_attr, int_attr, type_name
+from .convtranspose import ConvAttrs, conv_transpose, parse_conv_attrs
 from .errors import CatalogError, FusedopsError  # noqa: F401 (CatalogError: catalog.CatalogError for callers)
 from .reduce import REDUCE_CODES, apply_reduce, parse_reduce  # noqa: F401
 from .spec import formula as _formula
@@ -271,8 +275,8 @@ def apply_chain(x: torch.Tensor, steps: Sequence[Step], extras: Sequence[torch.T
 @dataclass(frozen=True)
 class AttrSpec:
     name: str
-    type: str  # "INT" | "FLOAT" | "STRING"
-    default: object  # None = required
+    type: str  # "INT" | "INTS" | "FLOAT" | "STRING"
+    default: object  # None = required; INTS: () = ONNX's default
     doc: str
 
 
@@ -288,21 +292,27 @@ class OpSpec:
     doc: str
     code: int = 0  # fusedops_op
     x_rank: tuple[int, int] = (2, 2)  # X's rank range
+    adapters: tuple[str, ...] = ()  # runtime adapters that register the op: "ort", "tensorrt"
+    optional: tuple[str, ...] = ()  # fixed inputs a node may leave out (empty name): the kernels read zeros
 
     def attr(self, name: str) -> AttrSpec:
-        for a in self.attrs:
-            if a.name == name:
-                return a
-        raise KeyError(name)
+        return {a.name: a for a in self.attrs}[name]  # KeyError for an unknown name
 
 
 OPS: dict[str, OpSpec] = {
     o["name"]: OpSpec(o["name"], tuple(i["name"] for i in o["inputs"]), tuple(ATTRS[a] for a in o["attributes"]),
-                      o["doc"], o["code"], tuple(o["inputs"][0]["rank"]))
+                      o["doc"], o["code"], tuple(o["inputs"][0]["rank"]), tuple(o["adapters"]),
+                      tuple(i["name"] for i in o["inputs"] if i.get("optional")))
     for o in _spec.OPS
 }
 GROUP_NORM_ACT = OPS["GroupNormAct"]
 GEMM_GROUP_NORM_ACT = OPS["GemmGroupNormAct"]
+CONVTRANSPOSE_GROUP_NORM_ACT = OPS["ConvTransposeGroupNormAct"]
+
+
+def ops_registered_by(adapter: str) -> tuple[str, ...]:
+    """The ops a runtime adapter ("ort", "tensorrt") registers, in spec order."""
+    return tuple(name for name, o in OPS.items() if adapter in o.adapters)
 
 
 @dataclass
@@ -316,6 +326,7 @@ class FusedAttrs:
     reduce: str = ""
     trans_b: int = _spec.ATTRIBUTES["trans_b"]["default"]
     allow_tf32: int = _spec.ATTRIBUTES["allow_tf32"]["default"]
+    conv: ConvAttrs = field(default_factory=ConvAttrs)  # ConvTransposeGroupNormAct only
 
     @property
     def num_extras(self) -> int:
@@ -334,28 +345,14 @@ class FusedAttrs:
         }
         if op == GEMM_GROUP_NORM_ACT.name:
             d["trans_b"] = int(self.trans_b)
+        if op in (GEMM_GROUP_NORM_ACT.name, CONVTRANSPOSE_GROUP_NORM_ACT.name):
             d["allow_tf32"] = int(self.allow_tf32)
-        return d
+        if op == CONVTRANSPOSE_GROUP_NORM_ACT.name:
+            d.update(self.conv.onnx_attrs())
+        return {a.name: d[a.name] for a in OPS[op].attrs if a.name in d}  # the spec's order
 
 
 MAX_NUM_GROUPS = _spec.MAX_NUM_GROUPS  # int32 in the C ABI's descriptor and TensorRT's INT fields
-
-
-def _int_attr(op: str, name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise CatalogError(f"{op}: attribute {quote(name)} must be an INT, got {_type_name(v)}")
-    return int(v)
-
-
-def _float_attr(op: str, name: str, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise CatalogError(f"{op}: attribute {quote(name)} must be a FLOAT, got {_type_name(v)}")
-    return float(v)
-
-
-def _type_name(v) -> str:
-    return {str: "STRING", bytes: "STRING (bytes)", float: "FLOAT", int: "INT", bool: "bool",
-            list: "a list", tuple: "a tuple"}.get(type(v), type(v).__name__)
 
 
 def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
@@ -370,10 +367,10 @@ def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
             raise CatalogError(f"{op}: unknown attribute {quote(str(k))}; known: {', '.join(sorted(known))}")
     if "num_groups" not in attrs:
         raise CatalogError(f"{op}: attribute 'num_groups' is required")
-    g = _int_attr(op, "num_groups", attrs["num_groups"])
+    g = int_attr(op, "num_groups", attrs["num_groups"])
     if not 0 < g <= MAX_NUM_GROUPS:
         raise CatalogError(f"{op}: num_groups must be positive and at most {MAX_NUM_GROUPS}, got {g}")
-    eps = _float_attr(op, "epsilon", attrs.get("epsilon", ATTRS["epsilon"].default))
+    eps = float_attr(op, "epsilon", attrs.get("epsilon", ATTRS["epsilon"].default))
     if not (eps >= 0.0) or math.isinf(eps):
         raise CatalogError(f"{op}: epsilon must be a finite non-negative number, got {eps}")
 
@@ -389,8 +386,9 @@ def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
         pre=text_attr("pre", parse_chain),
         post=text_attr("post", parse_chain),
         reduce=text_attr("reduce", parse_reduce),
-        trans_b=_int_attr(op, "trans_b", attrs.get("trans_b", ATTRS["trans_b"].default)),
-        allow_tf32=_int_attr(op, "allow_tf32", attrs.get("allow_tf32", ATTRS["allow_tf32"].default)),
+        trans_b=int_attr(op, "trans_b", attrs.get("trans_b", ATTRS["trans_b"].default)),
+        allow_tf32=int_attr(op, "allow_tf32", attrs.get("allow_tf32", ATTRS["allow_tf32"].default)),
+        conv=parse_conv_attrs(attrs) if op == CONVTRANSPOSE_GROUP_NORM_ACT.name else ConvAttrs(),
     )
     if fa.trans_b not in (0, 1):
         raise CatalogError(f"{op}: trans_b must be 0 or 1, got {fa.trans_b}")
@@ -400,7 +398,7 @@ def parse_attrs(op: str, attrs: dict[str, object]) -> FusedAttrs:
         if key in attrs:
             v = attrs[key]
             if not isinstance(v, (str, bytes)):
-                raise CatalogError(f"{op}: attribute {quote(key)} must be a STRING, got {_type_name(v)}")
+                raise CatalogError(f"{op}: attribute {quote(key)} must be a STRING, got {type_name(v)}")
             if (v if isinstance(v, str) else v.decode("latin-1")) != want:
                 shown = v if isinstance(v, str) else v.decode("utf-8", "backslashreplace")
                 raise CatalogError(f"{op}: {key} must be {quote(want)}, got {quote(shown)}")
@@ -477,11 +475,24 @@ def gemm_group_norm_act_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Ten
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
+def convtranspose_group_norm_act_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                                           gamma: torch.Tensor, beta: torch.Tensor, extras: Sequence[torch.Tensor],
+                                           a: FusedAttrs) -> torch.Tensor:
+    """Reference ConvTransposeGroupNormAct in x's dtype (float64 tensors: a float64 reference; 16-bit X: the
+    convolution and GroupNorm in float32, as the kernels accumulate, Y in X's dtype)."""
+    work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    z = conv_transpose(work, w.to(work.dtype), None if b is None else b.to(work.dtype), a.conv)
+    return group_norm_act_reference(z, gamma, beta, extras, a).to(x.dtype)
+
+
 def output_shape(op: str, x_shape: Sequence[int], a: FusedAttrs, w_shape: Sequence[int] | None = None) -> tuple:
     if op == GROUP_NORM_ACT.name:
         shape = list(x_shape)
         if a.reduce:
             shape[1] = 1
         return tuple(shape)
+    if op == CONVTRANSPOSE_GROUP_NORM_ACT.name:
+        spatial = a.conv.output_size(tuple(x_shape[2:]), tuple(w_shape[2:]))
+        return (x_shape[0], 1 if a.reduce else w_shape[1] * a.conv.group, *spatial)
     C = w_shape[0] if a.trans_b else w_shape[1]
     return (*x_shape[:-1], 1 if a.reduce else C)

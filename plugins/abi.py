@@ -42,10 +42,10 @@ STATUS_NAMES = {0: "ok", 1: "invalid argument", 2: "unsupported", 3: "workspace 
                 5: "not built"}
 F32, F16, BF16 = 0, 1, 2
 DTYPE_CODES = {torch.float32: F32, torch.float16: F16, torch.bfloat16: BF16}
-OP_CODES = {catalog.GROUP_NORM_ACT.name: 1, catalog.GEMM_GROUP_NORM_ACT.name: 2}
-CONVTRANSPOSE_GROUP_NORM_ACT = "ConvTransposeGroupNormAct"  # op 3: in the C ABI, not in the op spec yet (issue 13)
-OP_CODES[CONVTRANSPOSE_GROUP_NORM_ACT] = 3
-CONV_LISTS = ("kernel_shape", "strides", "pads", "output_padding", "dilations")
+OP_CODES = {name: o.code for name, o in catalog.OPS.items()}  # fusedops_op
+CONVTRANSPOSE_GROUP_NORM_ACT = catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name
+# fusedops_conv_attributes' lists, in the struct's order (the op's INTS attributes in the spec)
+CONV_LISTS = tuple(a.name for a in catalog.CONVTRANSPOSE_GROUP_NORM_ACT.attrs if a.type == "INTS")
 GEMM_AUTO, GEMM_CUBLASLT, GEMM_CUTLASS, GEMM_SKINNY = 0, 1, 2, 3  # fusedops_gemm_kernel
 
 

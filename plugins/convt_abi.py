@@ -1,8 +1,9 @@
 """ConvTransposeGroupNormAct through the C ABI (issue 13, in progress).
 
-The op is in the C ABI (op code 3, ``fusedops_conv_attributes``, ``fusedops_describe``'s ConvTranspose rules) but not
-in the op spec yet, so the adapters and the fuser do not know it. This module builds its descriptor through the
-library's parser and shape rules and runs plans of it on the CPU or a CUDA device.
+The op is in the op spec and the C ABI (op code 3, ``fusedops_conv_attributes``, ``fusedops_describe``'s ConvTranspose
+rules); the ORT and TensorRT adapters do not register it yet, and the fuser writes it only on request
+(``fuse_model(..., convtranspose=True)``). This module builds its descriptor through the library's parser and shape
+rules and runs plans of it on the CPU or a CUDA device.
 
     convtranspose_desc(x_shape, w_shape, attrs, ...) -> abi.OpDesc
     convtranspose_groupnorm_act(x, w, b, gamma, beta, extras, attrs, ...) -> Y   (on X's device)

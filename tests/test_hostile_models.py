@@ -167,7 +167,8 @@ def test_fused_node_problems_are_named(kw, message):
 def test_unknown_fused_op():
     m = fused_node_model()
     m.graph.node[0].op_type = "GroupNormActivation"
-    assert _fails(m) == f"{FN}: unknown op 'GroupNormActivation'; known: GroupNormAct, GemmGroupNormAct"
+    assert _fails(m) == (f"{FN}: unknown op 'GroupNormActivation'; known: GroupNormAct, GemmGroupNormAct, "
+                         "ConvTransposeGroupNormAct")
 
 
 @pytest.mark.parametrize("op", ["GroupNormAct", "GemmGroupNormAct"])

@@ -57,7 +57,8 @@ def test_shipped_codes_never_move():
     assert len(set(codes.values())) == len(codes)
     assert tables.REDUCES == {"": 0, "min": 1, "max": 2, "sum": 3, "mean": 4, "logsumexp": 5}
     assert {k: v["code"] for k, v in tables.DTYPES.items()} == {"float32": 0, "float16": 1, "bfloat16": 2}
-    assert {o["name"]: o["code"] for o in tables.OPS} == {"GroupNormAct": 1, "GemmGroupNormAct": 2}
+    assert {o["name"]: o["code"] for o in tables.OPS} == {"GroupNormAct": 1, "GemmGroupNormAct": 2,
+                                                          "ConvTransposeGroupNormAct": 3}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -70,6 +71,10 @@ def _raw():
 
     with open(load.SPEC_PATH, "rb") as f:
         return tomllib.load(f)
+
+
+def _attr(raw, name):
+    return next(a for a in raw["attributes"] if a["name"] == name)
 
 
 def _step(raw, name):
@@ -93,6 +98,11 @@ def _step(raw, name):
     (lambda r: _step(r, "leaky_relu").update(onnx_op={"op": "LeakyRelu"}), "onnx_op.defaults"),
     (lambda r: r["ops"][0]["attributes"].append("frob"), "unknown attribute 'frob'"),
     (lambda r: r["attributes"][0].update(type="DOUBLE"), "type must be one of"),
+    (lambda r: _attr(r, "strides").update(default=[1, 1]), "an INTS default must be []"),
+    (lambda r: _attr(r, "pads").pop("per_dim"), "needs per_dim = 1 or 2"),
+    (lambda r: _attr(r, "group").update(per_dim=1), "per_dim is for INTS attributes only"),
+    (lambda r: r["ops"][2].update(adapters=["onnxruntime"]), "adapters must list some of"),
+    (lambda r: r["ops"][2]["inputs"][1].update(optional=True), "only a per-channel input may be optional"),
 ])
 def test_spec_errors_name_the_entry(edit, message):
     from fusedops.spec import load
@@ -230,3 +240,22 @@ def test_native_dispatch_lists_follow_the_spec():
         row = f"X({s['name'].upper()}, {s['name']})"
         assert (row in cpu) == ("cpu" not in s.get("overrides", {})), s["name"]
         assert (row in cuda) == ("cuda" not in s.get("overrides", {})), s["name"]
+
+
+def test_convtranspose_op_in_the_c_abi_and_kept_out_of_the_adapters():
+    """Op 3 comes from the spec (its hand-written #define is gone from fusedops.h) with ONNX ConvTranspose's INTS
+    attributes; no runtime adapter registers it yet, and the generated adapter lists say so."""
+    header = (generate.REPO_ROOT / "plugins/include/fusedops/fusedops_spec.h").read_text()
+    assert "FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT = 3" in header
+    abi_h = (generate.REPO_ROOT / "plugins/include/fusedops/fusedops.h").read_text()
+    assert "#define FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT" not in abi_h
+    assert "X(kernel_shape, INTS, KERNEL, 0, 0, )" in header
+    op = catalog.CONVTRANSPOSE_GROUP_NORM_ACT
+    assert op.code == 3 and op.inputs == ("X", "W", "B", "gamma", "beta") and op.optional == ("B",)
+    assert [a.name for a in op.attrs if a.type == "INTS"] == ["kernel_shape", "strides", "pads", "output_padding",
+                                                              "dilations"]
+    assert catalog.ops_registered_by("ort") == catalog.ops_registered_by("tensorrt") == ("GroupNormAct",
+                                                                                          "GemmGroupNormAct")
+    for adapter in ("ORT", "TENSORRT"):
+        table = header.split(f"#define FUSEDOPS_{adapter}_OPS(X)")[1].split("\n\n")[0].split("/*")[0]
+        assert "CONVTRANSPOSE" not in table and "GEMM_GROUPNORM_ACT" in table

@@ -81,8 +81,10 @@ def test_creators_and_fields(build):
     import json
 
     creators = {c["name"]: c for c in json.loads(out.stdout)["creators"]}
-    assert set(creators) == set(catalog.OPS)
-    for name, spec in catalog.OPS.items():
+    # the ops the spec lists for the TensorRT adapter (ConvTransposeGroupNormAct is not registered there yet)
+    assert set(creators) == set(catalog.ops_registered_by("tensorrt"))
+    for name in catalog.ops_registered_by("tensorrt"):
+        spec = catalog.OPS[name]
         c = creators[name]
         assert (c["kind"], c["namespace"], c["version"]) == ("PLUGIN CREATOR_V3ONE", catalog.PLUGIN_NAMESPACE,
                                                               catalog.PLUGIN_VERSION)

@@ -14,10 +14,12 @@ import subprocess
 
 import pytest
 
+from fusedops import catalog
 from fusedops.errors import FusedopsError
 from trt_harness import driver as H
 
-CREATORS = ["fusedops::GroupNormAct/1", "fusedops::GemmGroupNormAct/1"]
+# The ops the spec lists for the TensorRT adapter (ConvTransposeGroupNormAct: not registered there yet)
+CREATORS = [f"fusedops::{name}/1" for name in catalog.ops_registered_by("tensorrt")]
 
 
 @pytest.fixture(scope="module")

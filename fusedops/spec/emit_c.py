@@ -127,8 +127,9 @@ def _step_doc(s: dict) -> str:
 
 def _attr_row(a: dict) -> str:
     d = a["default"]
+    # INTS: an empty argument, the empty list (load.py allows no other default: a braced list would split the row)
     default = {"INT": lambda: str(d if d is not None else 0), "FLOAT": lambda: float_literal(d if d is not None else 0),
-               "STRING": lambda: f'"{d if d is not None else ""}"'}[a["type"]]()
+               "STRING": lambda: f'"{d if d is not None else ""}"', "INTS": lambda: ""}[a["type"]]()
     return f"{a['name']}, {a['type']}, {a['role'].upper()}, {int(a['required'])}, {int(bool(a['fixed']))}, {default}"
 
 
@@ -164,13 +165,18 @@ def spec_header(spec: dict) -> str:
     out += ["/* 1 for a dtype the ops take, else 0. */", "static inline int fusedops_dtype_is_supported(int32_t dtype) {",
             "  return " + " || ".join(f"dtype == FUSEDOPS_{d['c']}" for d in spec["dtypes"]) + ";", "}"]
 
-    out += ["", "/* ---- attributes (INT, FLOAT and STRING only) ---- */"]
-    out += _xmacro("FUSEDOPS_ATTRIBUTES", "Every attribute: X(name, ONNX type: INT | FLOAT | STRING, role: KERNEL | "
-                   "PLUGIN (TensorRT's plugin selection), required, fixed (only its default is valid), default as a C "
-                   "literal)", [_attr_row(a) for a in spec["attributes"]])
+    out += ["", "/* ---- attributes (INT, INTS, FLOAT and STRING) ---- */"]
+    out += _xmacro("FUSEDOPS_ATTRIBUTES", "Every attribute: X(name, ONNX type: INT | INTS | FLOAT | STRING, role: "
+                   "KERNEL | PLUGIN (TensorRT's plugin selection), required, fixed (only its default is valid), "
+                   "default as a C literal; INTS: empty, the empty list = ONNX's shape-dependent default)",
+                   [_attr_row(a) for a in spec["attributes"]])
     out += ["", "/* ---- ops ---- */"]
     out += _enum("fusedops_op", "FUSEDOPS_OP_", [(o["c"], o["code"], o["name"]) for o in spec["ops"]])
     out += _xmacro("FUSEDOPS_OPS", "X(ENUM suffix, name)", [f'{o["c"]}, "{o["name"]}"' for o in spec["ops"]])
+    for adapter, macro, who in (("ort", "FUSEDOPS_ORT_OPS", "ONNX Runtime adapter (plugins/ort)"),
+                                ("tensorrt", "FUSEDOPS_TENSORRT_OPS", "TensorRT adapter (plugins/trt)")):
+        out += _xmacro(macro, f"X(ENUM suffix, name): the ops the {who} registers",
+                       [f'{o["c"]}, "{o["name"]}"' for o in spec["ops"] if adapter in o["adapters"]])
     attrs = {a["name"]: a for a in spec["attributes"]}
     for o in spec["ops"]:
         p = f"FUSEDOPS_{o['c']}"

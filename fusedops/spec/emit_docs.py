@@ -10,6 +10,8 @@ def _default_text(v) -> str:
         return "required"
     if isinstance(v, str):
         return f'`"{v}"`'
+    if isinstance(v, (list, tuple)):
+        return f"`[{', '.join(str(x) for x in v)}]`"
     return f"`{_literal(v)!r}`".replace("INF", "inf")
 
 
@@ -28,22 +30,28 @@ def ops_md(spec: dict) -> str:
            "bodies, the fuser's step recognition, the ONNX Runtime / TensorRT attribute lists and this page are "
            "generated from it. The PyTorch reference (`fusedops/catalog.py`, `REFERENCE`) is written by hand and "
            "every backend is tested against it.", "", "## Ops", "",
-           "| op | inputs (then extra_0 .. extra_k-1, per channel) | X | computes |", "|---|---|---|---|"]
+           "| op | code | inputs (then extra_0 .. extra_k-1, per channel) | X | computes | runtime adapters |",
+           "|---|---|---|---|---|---|"]
     for o in spec["ops"]:
         x = o["inputs"][0]
-        ins = ", ".join(f"{i['name']} ({i['kind'].replace('_', '-')})" for i in o["inputs"])
-        out.append(f"| `{o['name']}` | {ins} | rank {x['rank'][0]}-{x['rank'][1]}, {x['layout']} | "
-                   f"{_cell(o['doc'])} |")
+        ins = ", ".join(f"{i['name']} ({i['kind'].replace('_', '-')}{', optional' if i['optional'] else ''})"
+                        for i in o["inputs"])
+        out.append(f"| `{o['name']}` | {o['code']} | {ins} | rank {x['rank'][0]}-{x['rank'][1]}, {x['layout']} | "
+                   f"{_cell(o['doc'])} | {', '.join(o['adapters']) or 'none yet (C ABI, CPU / CUDA plans)'} |")
     out += ["", "Per-channel inputs have C elements each and share one dtype: float32 or X's. W has X's dtype. "
-            f"At most {lim['max_extras']} extras.", "", "## Attributes", "",
-            "INT, FLOAT and STRING only, so ONNX Runtime custom ops and TensorRT plugins can both read them; the fuser "
-            "writes every one on every node.", "", "| attribute | type | default | values | ops | what |",
+            f"At most {lim['max_extras']} extras. An optional input left out (empty name) reads as zeros.", "",
+            "## Attributes", "",
+            "INT, INTS, FLOAT and STRING, which ONNX Runtime custom ops and TensorRT plugins can all read; the fuser "
+            "writes every one on every node, except an INTS list left at its default (empty: ONNX's default, which "
+            "depends on the shapes).", "", "| attribute | type | default | values | ops | what |",
             "|---|---|---|---|---|---|"]
     for a in spec["attributes"]:
         ops = ", ".join(o["name"] for o in spec["ops"] if a["name"] in o["attributes"])
         if a["range"]:
             lo, hi = _literal(a["range"])
             values = f"{lo}..{'inf' if hi == float('inf') else hi}"
+            if a["per_dim"]:
+                values = f"{a['per_dim']} per spatial dim, each {values}"
         elif a["values"]:
             values = ", ".join(str(v) for v in a["values"])
         elif a["fixed"]:

@@ -66,13 +66,17 @@ def tables_py(spec: dict) -> str:
     out.append(_assign("DTYPES", {d["name"]: {"code": d["code"], "onnx": d["onnx"]} for d in spec["dtypes"]}))
     out.append("\n# reduce attribute value -> code (fusedops_reduce)\n")
     out.append(_assign("REDUCES", {r["name"]: r["code"] for r in spec["reduces"]}))
-    out.append("\n# Attributes by name: ONNX type, default (None: required), value rules, documentation; absent fields are\n"
-               "# None / False\n")
+    out.append("\n# Attributes by name: ONNX type, default (None: required), value rules (INTS: range of every value,\n"
+               "# per_dim values per spatial dimension), documentation; absent fields are None / False\n")
     attrs = {a["name"]: _compact({k: a[k] for k in ("type", "default", "required", "range", "values", "finite",
-                                                    "grammar", "fixed", "role", "doc")}) for a in spec["attributes"]}
+                                                    "grammar", "fixed", "per_dim", "role", "doc")})
+             for a in spec["attributes"]}
     out.append(_assign("ATTRIBUTES", attrs))
-    out.append("\n# The ops: code (fusedops_op), fixed inputs (then the extras), attribute names in node order\n")
-    ops = [{k: o[k] for k in ("name", "code", "doc", "inputs", "attributes")} for o in spec["ops"]]
+    out.append("\n# The ops: code (fusedops_op), fixed inputs (then the extras; optional: may be left out), attribute\n"
+               "# names in node order, the runtime adapters that register the op\n")
+    ops = [{"name": o["name"], "code": o["code"], "doc": o["doc"],
+            "inputs": [_compact(i, keep=("name", "kind", "display")) for i in o["inputs"]],
+            "attributes": o["attributes"], "adapters": o["adapters"]} for o in spec["ops"]]
     out.append(_assign("OPS", ops))
     out.append("\n# Chain steps in spec order (codes: fusedops_step_op); absent fields are None / False / empty\n")
     steps = [_compact({k: s[k] for k in ("name", "code", "operand", "params", "ordered", "aliases", "formula",

@@ -14,8 +14,9 @@ from . import formula
 SPEC_PATH = Path(__file__).with_name("ops.toml")
 OVERRIDE_KEYS = ("cpu", "cuda", "onnx", "fuser")
 FUSER_MODES = ("formula", "onnx_op", "hand")
-ATTR_TYPES = ("INT", "FLOAT", "STRING")
+ATTR_TYPES = ("INT", "INTS", "FLOAT", "STRING")
 INPUT_KINDS = ("data", "weight", "per_channel")
+ADAPTERS = ("ort", "tensorrt")  # runtime adapters that may register an op
 MAX_PARAMS = 2  # fusedops_step carries two parameters (a, b)
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz_")  # the chain grammar's step names
 
@@ -91,13 +92,20 @@ def _attribute(a: dict) -> dict:
     _require(a["role"] in ("kernel", "plugin"), where, "role must be 'kernel' or 'plugin'")
     _require(a["required"] != ("default" in a), where, "give either required = true or a default")
     if "default" in a:
-        want = {"INT": int, "FLOAT": (int, float), "STRING": str}[a["type"]]
+        want = {"INT": int, "INTS": list, "FLOAT": (int, float), "STRING": str}[a["type"]]
         _require(isinstance(a["default"], want) and not isinstance(a["default"], bool), where,
                  f"default must be a {a['type']}")
     else:
         a["default"] = None
-    for key in ("range", "values", "grammar", "fixed", "finite"):
+    for key in ("range", "values", "grammar", "fixed", "finite", "per_dim"):
         a.setdefault(key, None)
+    if a["type"] == "INTS":
+        # ONNX's defaults of these lists depend on the shapes; an empty list is also the only default that a row of
+        # the C X-macro tables can carry (a braced list would split the macro arguments)
+        _require(a["default"] == [], where, "an INTS default must be [] (ONNX's shape-dependent default)")
+        _require(a["per_dim"] in (1, 2), where, "an INTS attribute needs per_dim = 1 or 2 (values per spatial dim)")
+    else:
+        _require(a["per_dim"] is None, where, "per_dim is for INTS attributes only")
     return a
 
 
@@ -110,6 +118,9 @@ def _op(o: dict, known_attrs: set, limits: dict) -> dict:
         i = dict(i)
         _require(i.get("kind") in INPUT_KINDS, where, f"input {i.get('name')!r}: kind must be one of {INPUT_KINDS}")
         i.setdefault("display", i["name"])
+        i.setdefault("optional", False)
+        _require(not i["optional"] or i["kind"] == "per_channel", where,
+                 f"input {i['name']!r}: only a per-channel input may be optional")
         if "rank" in i:
             lo, hi = i["rank"]
             _require(1 <= lo <= hi <= limits["max_rank"], where, f"input {i['name']!r}: rank range outside "
@@ -119,6 +130,8 @@ def _op(o: dict, known_attrs: set, limits: dict) -> dict:
              "the first input must be the data input X with a rank range")
     for name in o["attributes"]:
         _require(name in known_attrs, where, f"unknown attribute {name!r}")
+    _require(isinstance(o.get("adapters"), list) and set(o["adapters"]) <= set(ADAPTERS), where,
+             f"adapters must list some of {ADAPTERS} (the runtime adapters that register the op)")
     o["inputs"] = inputs
     return o
 

@@ -24,8 +24,8 @@ DTYPES = {
 # reduce attribute value -> code (fusedops_reduce)
 REDUCES = {'': 0, 'min': 1, 'max': 2, 'sum': 3, 'mean': 4, 'logsumexp': 5}
 
-# Attributes by name: ONNX type, default (None: required), value rules, documentation; absent fields are
-# None / False
+# Attributes by name: ONNX type, default (None: required), value rules (INTS: range of every value,
+# per_dim values per spatial dimension), documentation; absent fields are None / False
 ATTRIBUTES = {
     'num_groups': {
         'type': 'INT',
@@ -90,11 +90,59 @@ ATTRIBUTES = {
         'default': 1,
         'values': (0, 1),
         'role': 'kernel',
-        'doc': 'float32 GEMM on TF32 tensor cores (1) or strict FP32 (0)',
+        'doc': 'float32 GEMM / convolution on TF32 tensor cores (1) or strict FP32 (0)',
+    },
+    'kernel_shape': {
+        'type': 'INTS',
+        'default': (),
+        'range': (1, 2147483647),
+        'per_dim': 1,
+        'role': 'kernel',
+        'doc': "ConvTranspose kernel size per spatial dim; empty: W's spatial dims",
+    },
+    'strides': {
+        'type': 'INTS',
+        'default': (),
+        'range': (1, 2147483647),
+        'per_dim': 1,
+        'role': 'kernel',
+        'doc': 'ConvTranspose strides; empty: 1',
+    },
+    'pads': {
+        'type': 'INTS',
+        'default': (),
+        'range': (0, 2147483647),
+        'per_dim': 2,
+        'role': 'kernel',
+        'doc': 'ConvTranspose pads, begins then ends (ONNX); empty: 0',
+    },
+    'output_padding': {
+        'type': 'INTS',
+        'default': (),
+        'range': (0, 2147483647),
+        'per_dim': 1,
+        'role': 'kernel',
+        'doc': 'ConvTranspose output_padding, each < max(stride, dilation); empty: 0',
+    },
+    'dilations': {
+        'type': 'INTS',
+        'default': (),
+        'range': (1, 2147483647),
+        'per_dim': 1,
+        'role': 'kernel',
+        'doc': 'ConvTranspose dilations; empty: 1',
+    },
+    'group': {
+        'type': 'INT',
+        'default': 1,
+        'range': (1, 2147483647),
+        'role': 'kernel',
+        'doc': "ConvTranspose groups; Cin % group == 0 (C = W's dim 1 * group)",
     },
 }
 
-# The ops: code (fusedops_op), fixed inputs (then the extras), attribute names in node order
+# The ops: code (fusedops_op), fixed inputs (then the extras; optional: may be left out), attribute
+# names in node order, the runtime adapters that register the op
 OPS = (
     {
         'name': 'GroupNormAct',
@@ -106,6 +154,7 @@ OPS = (
             {'name': 'beta', 'kind': 'per_channel', 'display': 'beta'},
         ),
         'attributes': ('num_groups', 'epsilon', 'pre', 'post', 'reduce', 'plugin_namespace', 'plugin_version'),
+        'adapters': ('ort', 'tensorrt'),
     },
     {
         'name': 'GemmGroupNormAct',
@@ -135,6 +184,48 @@ OPS = (
             'trans_b',
             'allow_tf32',
         ),
+        'adapters': ('ort', 'tensorrt'),
+    },
+    {
+        'name': 'ConvTransposeGroupNormAct',
+        'code': 3,
+        'doc': 'Y = reduce_C(post(GroupNorm(pre(ConvTranspose(X, W) + B)))), ONNX ConvTranspose with explicit pads',
+        'inputs': (
+            {
+                'name': 'X',
+                'kind': 'data',
+                'rank': (3, 4),
+                'layout': '(N, Cin, *spatial), 1 or 2 spatial dims',
+                'display': 'X',
+            },
+            {
+                'name': 'W',
+                'kind': 'weight',
+                'rank': (3, 4),
+                'layout': "(Cin, C / group, *kernel), X's rank",
+                'display': 'W',
+            },
+            {'name': 'B', 'kind': 'per_channel', 'display': 'bias B', 'optional': True},
+            {'name': 'gamma', 'kind': 'per_channel', 'display': 'gamma'},
+            {'name': 'beta', 'kind': 'per_channel', 'display': 'beta'},
+        ),
+        'attributes': (
+            'kernel_shape',
+            'strides',
+            'pads',
+            'output_padding',
+            'dilations',
+            'group',
+            'num_groups',
+            'epsilon',
+            'pre',
+            'post',
+            'reduce',
+            'plugin_namespace',
+            'plugin_version',
+            'allow_tf32',
+        ),
+        'adapters': (),
     },
 )
 

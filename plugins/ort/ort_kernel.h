@@ -99,6 +99,8 @@ bool ok(const OrtApi* api, OrtStatus* st);
 // its default, and whether the node gave it. ORT's C API cannot list a node's attributes, so the spec's list of the
 // op is what is read (an unknown attribute is caught where fusedops loads the model, exporter/validate.py).
 using AttrINT = int64_t;
+// ConvTransposeGroupNormAct's lists; not read yet: this adapter registers only FUSEDOPS_ORT_OPS (no op with INTS).
+using AttrINTS = std::vector<int64_t>;
 using AttrFLOAT = float;
 using AttrSTRING = std::string;
 struct NodeAttributes {

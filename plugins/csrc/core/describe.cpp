@@ -63,7 +63,6 @@ int64_t product(const fusedops_tensor_desc& t, int32_t begin, int32_t end) {
 }
 
 const char* op_name(int32_t op) {
-  if (op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) return "ConvTransposeGroupNormAct";  // not in the spec yet
   switch (op) {
 #define FUSEDOPS_OP_NAME(E, NAME) \
   case FUSEDOPS_OP_##E: return NAME;

@@ -124,11 +124,10 @@ typedef struct {
                             ONNX Runtime and TensorRT pass 0 */
 } fusedops_conv_desc;
 
-/* ConvTransposeGroupNormAct (issue 13), in progress: fusedops_parse_attributes (with fusedops_conv_attributes) and
- * fusedops_describe complete its descriptor (op, d.gn, d.allow_tf32, conv), which makes CPU and CUDA plans; the op
- * spec entry (INTS attributes) and the adapters are still to come, so the code lives here rather than in the
- * generated fusedops_op enum until the spec has the op. */
-#define FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT 3
+/* ConvTransposeGroupNormAct (issue 13, FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT in the generated fusedops_op enum):
+ * fusedops_parse_attributes (with fusedops_conv_attributes) and fusedops_describe complete its descriptor (op, d.gn,
+ * d.allow_tf32, conv), which makes CPU and CUDA plans; the ONNX Runtime and TensorRT adapters do not register it yet
+ * (FUSEDOPS_ORT_OPS / FUSEDOPS_TENSORRT_OPS). */
 
 /* One node of any op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1); GemmGroupNormAct d.gn and
  * d's GEMM fields; ConvTransposeGroupNormAct d.gn (N = batch, C = output channels, S = product of conv.output),

@@ -38,9 +38,10 @@ static inline int fusedops_dtype_is_supported(int32_t dtype) {
   return dtype == FUSEDOPS_F32 || dtype == FUSEDOPS_F16 || dtype == FUSEDOPS_BF16;
 }
 
-/* ---- attributes (INT, FLOAT and STRING only) ---- */
-/* Every attribute: X(name, ONNX type: INT | FLOAT | STRING, role: KERNEL | PLUGIN (TensorRT's plugin selection),
- * required, fixed (only its default is valid), default as a C literal)
+/* ---- attributes (INT, INTS, FLOAT and STRING) ---- */
+/* Every attribute: X(name, ONNX type: INT | INTS | FLOAT | STRING, role: KERNEL | PLUGIN (TensorRT's plugin selection),
+ * required, fixed (only its default is valid), default as a C literal; INTS: empty, the empty list = ONNX's shape-
+ * dependent default)
  */
 #define FUSEDOPS_ATTRIBUTES(X) \
   X(num_groups, INT, KERNEL, 1, 0, 0) \
@@ -51,15 +52,31 @@ static inline int fusedops_dtype_is_supported(int32_t dtype) {
   X(plugin_namespace, STRING, PLUGIN, 0, 1, "fusedops") \
   X(plugin_version, STRING, PLUGIN, 0, 1, "1") \
   X(trans_b, INT, KERNEL, 0, 0, 1) \
-  X(allow_tf32, INT, KERNEL, 0, 0, 1)
+  X(allow_tf32, INT, KERNEL, 0, 0, 1) \
+  X(kernel_shape, INTS, KERNEL, 0, 0, ) \
+  X(strides, INTS, KERNEL, 0, 0, ) \
+  X(pads, INTS, KERNEL, 0, 0, ) \
+  X(output_padding, INTS, KERNEL, 0, 0, ) \
+  X(dilations, INTS, KERNEL, 0, 0, ) \
+  X(group, INT, KERNEL, 0, 0, 1)
 
 /* ---- ops ---- */
 typedef enum {
-  FUSEDOPS_OP_GROUPNORM_ACT = 1,      /* GroupNormAct */
-  FUSEDOPS_OP_GEMM_GROUPNORM_ACT = 2  /* GemmGroupNormAct */
+  FUSEDOPS_OP_GROUPNORM_ACT = 1,               /* GroupNormAct */
+  FUSEDOPS_OP_GEMM_GROUPNORM_ACT = 2,          /* GemmGroupNormAct */
+  FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT = 3  /* ConvTransposeGroupNormAct */
 } fusedops_op;
 /* X(ENUM suffix, name) */
 #define FUSEDOPS_OPS(X) \
+  X(GROUPNORM_ACT, "GroupNormAct") \
+  X(GEMM_GROUPNORM_ACT, "GemmGroupNormAct") \
+  X(CONVTRANSPOSE_GROUPNORM_ACT, "ConvTransposeGroupNormAct")
+/* X(ENUM suffix, name): the ops the ONNX Runtime adapter (plugins/ort) registers */
+#define FUSEDOPS_ORT_OPS(X) \
+  X(GROUPNORM_ACT, "GroupNormAct") \
+  X(GEMM_GROUPNORM_ACT, "GemmGroupNormAct")
+/* X(ENUM suffix, name): the ops the TensorRT adapter (plugins/trt) registers */
+#define FUSEDOPS_TENSORRT_OPS(X) \
   X(GROUPNORM_ACT, "GroupNormAct") \
   X(GEMM_GROUPNORM_ACT, "GemmGroupNormAct")
 
@@ -93,6 +110,28 @@ typedef enum {
   X(plugin_namespace, STRING, PLUGIN, 0, 1, "fusedops") \
   X(plugin_version, STRING, PLUGIN, 0, 1, "1") \
   X(trans_b, INT, KERNEL, 0, 0, 1) \
+  X(allow_tf32, INT, KERNEL, 0, 0, 1)
+
+/* ConvTransposeGroupNormAct: Y = reduce_C(post(GroupNorm(pre(ConvTranspose(X, W) + B)))), ONNX ConvTranspose with explicit pads */
+#define FUSEDOPS_CONVTRANSPOSE_GROUPNORM_ACT_NUM_INPUTS 5 /* fixed inputs; then the extras */
+#define FUSEDOPS_CONVTRANSPOSE_GROUPNORM_ACT_INPUTS_TEXT "X, W, B, gamma, beta"
+#define FUSEDOPS_CONVTRANSPOSE_GROUPNORM_ACT_X_MIN_RANK 3 /* X: (N, Cin, *spatial), 1 or 2 spatial dims */
+#define FUSEDOPS_CONVTRANSPOSE_GROUPNORM_ACT_X_MAX_RANK 4
+/* ConvTransposeGroupNormAct's attributes in node order, X as in FUSEDOPS_ATTRIBUTES */
+#define FUSEDOPS_CONVTRANSPOSE_GROUPNORM_ACT_ATTRIBUTES(X) \
+  X(kernel_shape, INTS, KERNEL, 0, 0, ) \
+  X(strides, INTS, KERNEL, 0, 0, ) \
+  X(pads, INTS, KERNEL, 0, 0, ) \
+  X(output_padding, INTS, KERNEL, 0, 0, ) \
+  X(dilations, INTS, KERNEL, 0, 0, ) \
+  X(group, INT, KERNEL, 0, 0, 1) \
+  X(num_groups, INT, KERNEL, 1, 0, 0) \
+  X(epsilon, FLOAT, KERNEL, 0, 0, 1e-05f) \
+  X(pre, STRING, KERNEL, 0, 0, "") \
+  X(post, STRING, KERNEL, 0, 0, "") \
+  X(reduce, STRING, KERNEL, 0, 0, "") \
+  X(plugin_namespace, STRING, PLUGIN, 0, 1, "fusedops") \
+  X(plugin_version, STRING, PLUGIN, 0, 1, "1") \
   X(allow_tf32, INT, KERNEL, 0, 0, 1)
 
 /* ---- channel reductions (the reduce attribute) ---- */
