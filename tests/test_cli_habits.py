@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 import fusedops
-from fusedops.cli import COMMANDS, bench, build, loadtest, make_parser
+from fusedops.cli import COMMANDS, bench, build, loadtest, make_parser, repo, serve
 
 WRITES_ONE_FILE = {"export": "--out", "build": "--out"}
 WRITES_A_FOLDER = {"demo": "--out-dir", "bench": "--out-dir", "repo": "--out-dir", "loadtest": "--out-dir"}
@@ -93,7 +93,7 @@ def test_loadtest_tolerance_by_precision_flag():
 def test_cli_constants_match_the_runtimes():
     """The parsers keep their own copies (no torch import for --help); these are the originals."""
     from fusedops.benchmark import latency, timing
-    from fusedops.serve import backends
+    from fusedops.serve import backends, repository
     from fusedops.trt_build import builder
     from fusedops.workflows import names, verify
 
@@ -102,6 +102,8 @@ def test_cli_constants_match_the_runtimes():
     assert bench.PRECISIONS == timing.PRECISIONS and bench.COMPILE_MODES == latency.COMPILE_MODES
     assert tuple(verify.BACKENDS) == names.BACKEND_NAMES
     assert loadtest.__name__ and backends.BACKENDS
+    assert serve.DEFAULT_MAX_QUEUE_DELAY_US == repo.DEFAULT_MAX_QUEUE_DELAY_US
+    assert repo.DEFAULT_MAX_QUEUE_DELAY_US == repository.DEFAULT_MAX_QUEUE_DELAY_US
 
 
 def test_output_flags_are_consistent():

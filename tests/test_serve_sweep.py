@@ -18,11 +18,11 @@ from fusedops.serve import sweep  # noqa: E402
 @pytest.mark.skipif(fo_ort.unavailable_reason() is not None, reason=f"{fo_ort.unavailable_reason()}")
 def test_sweep_runs_end_to_end_on_the_cpu(tmp_path):
     report = sweep.run_sweep(tmp_path, "1", "small", "auto", [1, 4], {1: 1.0, 4: 1.0}, tolerance="fp32",
-                             compare_durations={1: 0.5, 4: 0.5}, compare_instances=2, compare_delay_us=0)
+                             compare_durations={1: 0.5, 4: 0.5}, compare_instances=2, compare_delay_us=100)
     assert "on ort-cpu (cpu) via tritonserver" in report["fused"]["ready_line"]
     assert "on ort-cpu (cpu) via pytriton" in report["fused_pytriton"]["ready_line"]
     assert "on torch-eager (cpu) via pytriton" in report["eager_baseline"]["ready_line"]
-    assert report["max_queue_delay_us"] == 100 and report["fused_delay"]["max_queue_delay_us"] == 0
+    assert report["max_queue_delay_us"] == 0 and report["fused_delay"]["max_queue_delay_us"] == 100
     for side in ("fused", "fused_instances", "fused_delay", "fused_pytriton", "eager_baseline"):
         points = report[side]["points"]
         assert [p["concurrency"] for p in points] == ([4] if side == "fused_instances" else [1, 4])

@@ -6,6 +6,7 @@ from ..serve.python_repo import write_python_repository
 from ..serve.repository import RepoOptions, write_repository
 
 NAME = "repo"
+DEFAULT_MAX_QUEUE_DELAY_US = 0  # fusedops.serve.repository's (copied: no heavy import for --help)
 HELP = "write a Triton model repository (onnxruntime, tensorrt_plan or python) for tritonserver"
 
 
@@ -25,8 +26,8 @@ def add_arguments(p) -> None:
     p.add_argument("--onnx", default=None,
                    help="for an engine: the fused ONNX it was built from (tensor names, types and shapes)")
     p.add_argument("--max-batch-size", type=int, default=64, help="max_batch_size of the config")
-    p.add_argument("--max-queue-delay-us", type=int, default=100,
-                   help="dynamic batcher delay (microseconds)")
+    p.add_argument("--max-queue-delay-us", type=int, default=DEFAULT_MAX_QUEUE_DELAY_US,
+                   help="dynamic batcher delay (microseconds; default 0)")
     p.add_argument("--instances", type=int, default=1, help="model instances (instance_group count)")
     p.add_argument("--kind", choices=["auto", "gpu", "cpu"], default="auto",
                    help="instance kind (auto: KIND_GPU for engines, KIND_CPU for ONNX unless the ORT library "

@@ -8,6 +8,7 @@ from ..serve.server import SERVERS, ServeOptions, resolve_server, serve
 from ..serve.tritonserver import serve_tritonserver
 
 NAME = "serve"
+DEFAULT_MAX_QUEUE_DELAY_US = 0  # fusedops.serve.repository's (copied: no heavy import for --help)
 HELP = "serve a fused model on Triton (tritonserver from PyTriton's wheel), KServe v2 over HTTP and gRPC"
 
 
@@ -28,8 +29,9 @@ def add_arguments(p) -> None:
     p.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics; 0 turns the endpoint off")
     p.add_argument("--max-batch-size", type=int, default=64,
                    help="largest batch Triton forms (and accepts in one request)")
-    p.add_argument("--max-queue-delay-us", type=int, default=100,
-                   help="how long the dynamic batcher waits to fill a batch (microseconds)")
+    p.add_argument("--max-queue-delay-us", type=int, default=DEFAULT_MAX_QUEUE_DELAY_US,
+                   help="how long the dynamic batcher waits to fill a batch (microseconds; default 0: Triton "
+                        "batches what queues while the model runs)")
     p.add_argument("--instances", type=int, default=1,
                    help="model instances, each its own stub process that Triton hands batches to (--server "
                         "tritonserver; default 1)")

@@ -21,7 +21,8 @@ from fusedops import ort as fo_ort
 from fusedops.errors import FusedopsError
 
 from .backends import TensorSpec, onnx_specs
-from .repository import RepoOptions, RepoResult, build_config, config_text, parse_config
+from .repository import (DEFAULT_MAX_QUEUE_DELAY_US, RepoOptions, RepoResult, build_config, config_text,
+                         parse_config)
 
 MODEL_FILE = Path(__file__).with_name("triton_model.py")
 ONNX_FILE = "model.onnx"
@@ -29,8 +30,8 @@ ONNX_FILE = "model.onnx"
 
 def write_python_model(out: Path, model_name: str, source: str, backend: str, size: str,
                        inputs: list[TensorSpec], outputs: list[TensorSpec], *, max_batch_size: int = 64,
-                       max_queue_delay_us: int = 100, instances: int = 1, kind: str = "cpu",
-                       sys_path: list[str] | None = None, copy_source: bool = True,
+                       max_queue_delay_us: int = DEFAULT_MAX_QUEUE_DELAY_US, instances: int = 1,
+                       kind: str = "cpu", sys_path: list[str] | None = None, copy_source: bool = True,
                        force: bool = False) -> tuple[Path, bool]:
     """Write OUT/<model_name> for ``source`` (a fused .onnx, copied in; or a model key) served by the fusedops
     ``backend`` (ort-cpu, ort-cuda, torch-cuda, torch-eager; not "auto": the writer's caller chose it). ``sys_path``:

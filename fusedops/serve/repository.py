@@ -33,6 +33,12 @@ _V2_TYPES = {np.dtype(np.float32): "TYPE_FP32", np.dtype(np.float16): "TYPE_FP16
              np.dtype(np.int32): "TYPE_INT32", np.dtype(np.int64): "TYPE_INT64"}
 
 
+# The dynamic batcher's delay: 0 measured better than 100 us at every concurrency in one run (H200, 2026-11-24,
+# model 1 bench size, ort-cuda: c = 1 p50 1.072 vs 1.269 ms, c = 64 9191 vs 6884 inf/s); Triton still batches
+# what queues while the model runs.
+DEFAULT_MAX_QUEUE_DELAY_US = 0
+
+
 @dataclass
 class RepoOptions:
     source: str  # fused .onnx, or a TensorRT engine (.plan / .engine)
@@ -40,7 +46,7 @@ class RepoOptions:
     model_name: str = "fusedops"
     onnx: str | None = None  # an engine's ONNX (tensor names, types, shapes)
     max_batch_size: int = 64
-    max_queue_delay_us: int = 100
+    max_queue_delay_us: int = DEFAULT_MAX_QUEUE_DELAY_US
     instances: int = 1
     kind: str = "auto"  # auto | gpu | cpu
     server_path: str | None = None

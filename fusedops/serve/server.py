@@ -30,6 +30,7 @@ import numpy as np
 from fusedops.errors import FusedopsError
 
 from .backends import ENGINE_SUFFIXES, ServedModel, open_backend
+from .repository import DEFAULT_MAX_QUEUE_DELAY_US
 
 LOOPBACK = "127.0.0.1"
 
@@ -45,7 +46,7 @@ class ServeOptions:
     grpc_port: int = 8001
     metrics_port: int | None = 8002  # None: no metrics endpoint
     max_batch_size: int = 64
-    max_queue_delay_us: int = 100
+    max_queue_delay_us: int = DEFAULT_MAX_QUEUE_DELAY_US
     exit_timeout_s: int = 10
     log_verbose: int = 0
     triton_log: str | None = None  # tritonserver's own log file; None: a fresh temporary file (named when ready)

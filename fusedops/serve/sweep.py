@@ -37,6 +37,7 @@ from fusedops.models.registry import get_entry
 
 from .loadtest import LoadOptions, run_loadtest
 from .process import start_server
+from .repository import DEFAULT_MAX_QUEUE_DELAY_US
 from .report import _atomic_write, plot
 
 P50_BUDGET_MS = 0.5
@@ -133,7 +134,8 @@ def evaluate(fused_points: list[dict], inproc: dict) -> dict:
 
 def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backend: str = "auto",
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
-              tolerance: str = "tf32", max_queue_delay_us: int = 100, skip_baseline: bool = False,
+              tolerance: str = "tf32", max_queue_delay_us: int = DEFAULT_MAX_QUEUE_DELAY_US,
+              skip_baseline: bool = False,
               compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
               client_processes: int | None = None, compare_instances: int = 1,
               compare_delay_us: int | None = None) -> dict:
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default="auto", help="backend of the fused side (auto, ort-cuda, torch-cuda, ...)")
     p.add_argument("--durations", nargs="+", default=["1:30", "8:20", "64:60"], help="CONCURRENCY:SECONDS ...")
     p.add_argument("--tolerance", choices=["fp32", "tf32"], default="tf32")
-    p.add_argument("--max-queue-delay-us", type=int, default=100)
+    p.add_argument("--max-queue-delay-us", type=int, default=DEFAULT_MAX_QUEUE_DELAY_US)
     p.add_argument("--compare-durations", nargs="+", default=None,
                    help="CONCURRENCY:SECONDS for the PyTriton sides (fused and eager); default --durations")
     p.add_argument("--client-processes", type=int, default=None,

@@ -15,7 +15,7 @@
 #    float64 eager PyTorch (TF32 tolerance); CLIENT_PROCESSES load-test processes (default: half the cores, <= 8);
 #    then tools/serve_profile.py against a fresh default server: where the c=1 time goes (Triton's statistics);
 # 3. with TORCH_CUDA=1 also the fused side on the PyTorch CUDA ops (ModelNew in the stub; adds ~1.5 minutes);
-#    QUEUE_DELAY_US sets the dynamic batcher's delay of the sweep and the profile (default 100), SWEEP_EXTRA adds
+#    QUEUE_DELAY_US sets the dynamic batcher's delay of the sweep and the profile (default 0), SWEEP_EXTRA adds
 #    arguments of `python -m fusedops.serve.sweep` (e.g. "--skip-pytriton --compare-delay-us 0");
 # 4. tests/gpu/test_serve_gpu.py on the default path (PyTorch CUDA ops, eager; the TensorRT engine through PyTriton
 #    where TensorRT is installed), asserting correctness.
@@ -71,7 +71,7 @@ procs=(); [[ -n ${CLIENT_PROCESSES:-} ]] && procs=(--client-processes "$CLIENT_P
 timeout "${SWEEP_TIMEOUT:-450}" python3 -m fusedops.serve.sweep --out "$out" --size bench \
   --backend "${BACKEND:-ort-cuda}" --durations ${DURATIONS:-1:10 8:8 64:60} \
   --compare-durations ${COMPARE_DURATIONS:-1:5 8:4 64:8} --compare-instances "${COMPARE_INSTANCES:-2}" \
-  --max-queue-delay-us "${QUEUE_DELAY_US:-100}" "${procs[@]}" ${SWEEP_EXTRA:-} >"$out/sweep.log" 2>&1
+  --max-queue-delay-us "${QUEUE_DELAY_US:-0}" "${procs[@]}" ${SWEEP_EXTRA:-} >"$out/sweep.log" 2>&1
 rc=$?; echo "sweep rc=$rc in $((SECONDS - t0)) s (1: a target missed, 2: an error)"; tail -40 "$out/sweep.log"
 [[ $rc -ge 2 ]] && status=1
 
@@ -80,7 +80,7 @@ t0=$SECONDS
 ports=$(python3 -c "from fusedops.serve.process import free_loopback_ports as f; print(*f(2))")
 read -r hp gp <<<"$ports"
 python3 -m fusedops serve "$out/model1_bench.onnx" --backend "${BACKEND:-ort-cuda}" --http-port "$hp" \
-  --grpc-port "$gp" --metrics-port 0 --max-queue-delay-us "${QUEUE_DELAY_US:-100}" --triton-log "$out/profile_triton.log" >"$out/profile_serve.log" 2>&1 &
+  --grpc-port "$gp" --metrics-port 0 --max-queue-delay-us "${QUEUE_DELAY_US:-0}" --triton-log "$out/profile_triton.log" >"$out/profile_serve.log" 2>&1 &
 spid=$!
 for _ in $(seq 120); do grep -q "ready:" "$out/profile_serve.log" && break; sleep 0.5; done
 timeout 120 python3 tools/serve_profile.py --http "127.0.0.1:$hp" --grpc "127.0.0.1:$gp" --requests 2000 \
