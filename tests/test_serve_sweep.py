@@ -38,7 +38,7 @@ def test_sweep_runs_end_to_end_on_the_cpu(tmp_path):
     assert [ln.split("c=")[1].split()[0] for ln in sweep.summary(report).splitlines()[1:]] == ["1", "4", "4"] + \
         ["1", "4"] * 3
     assert " x2 " in sweep.summary(report).splitlines()[3]
-    assert " delay 0 us " in sweep.summary(report).splitlines()[4]
+    assert " delay 100 us " in sweep.summary(report).splitlines()[4]
 
 
 def test_more_instances_need_the_tritonserver_path():
