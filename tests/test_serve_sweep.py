@@ -56,5 +56,5 @@ def test_bad_durations_are_one_error_line(capsys):
     assert "CONCURRENCY:SECONDS" in capsys.readouterr().err
     assert sweep.main(["--out", "unused", "--durations", "1:1", "8:1", "--compare-durations", "1:1"]) == 2
     assert "give the same" in capsys.readouterr().err
-    assert sweep.main(["--out", "unused", "--durations", "1:1", "--compare-delay-us", "100"]) == 2
-    assert "--compare-delay-us must be >= 0 and differ from --max-queue-delay-us (100)" in capsys.readouterr().err
+    assert sweep.main(["--out", "unused", "--durations", "1:1", "--compare-delay-us", "0"]) == 2
+    assert "--compare-delay-us must be >= 0 and differ from --max-queue-delay-us (0)" in capsys.readouterr().err
