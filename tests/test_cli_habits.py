@@ -171,7 +171,7 @@ def test_latency_chart_shows_ratio_to_eager_and_target(tmp_path):
     batch1 = fig.axes[0]
     bars = {c.get_label(): [b.get_height() for b in c] for c in batch1.containers}
     assert "host_yardstick" not in bars, "the host yardstick is no variant of the model"
-    assert bars["fused_graph"] == [pytest.approx(0.08 / 0.2)]
+    assert bars["fused, CUDA graph replay"] == [pytest.approx(0.08 / 0.2)]
     assert batch1.get_ylabel() == "sync time / eager"
     assert any(t.get_text().startswith("target:") for t in batch1.get_legend().get_texts())
     assert any(ln.get_ydata()[0] == BATCH1_VS_EAGER_TARGET for ln in batch1.get_lines())

@@ -14,7 +14,9 @@ from pathlib import Path
 from .results import CONV_PLUS_TARGET_MS, GEMM_FLOOR_RATIO_TARGET, GN_STEP_TARGET_MS
 
 VARIANT_COLORS = {"eager": "#8c8c8c", "compile": "#4c72b0", "fused": "#dd8452", "fused_graph": "#c44e52",
-                  "ort": "#55a868", "trt": "#8172b3"}
+                  "fused_op": "#937860", "ort": "#55a868", "trt": "#8172b3",
+                  # --latency's ORT rows: one green each, darker for the configurations closer to the GPU
+                  "ort-cuda-unfused": "#a6d8b0", "ort-cuda-fused": "#55a868", "ort-cuda-fused-graph": "#2d6a3e"}
 TARGET_COLOR = "#d62728"
 FONT = 9
 
@@ -37,6 +39,8 @@ def _family(variant: str) -> str:
 
 
 def _label(variant: str) -> str:
+    if variant == "fused_graph":
+        return "fused, CUDA graph replay"
     return variant.replace("gn_step_", "").replace("ort:ort-", "ORT ").replace("trt:", "TRT ")
 
 
@@ -140,7 +144,7 @@ def plot_latency(report, batch1_target: float):
                      fontsize=FONT + 1)
         ax.legend(fontsize=FONT - 1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(f"fusedops bench --latency: {report.gpu}, torch {report.torch}, {report.date}", fontsize=FONT + 2)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.985))  # room for the suptitle above the first panel
     return fig
 
 
