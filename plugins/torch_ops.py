@@ -80,7 +80,7 @@ def resolve_allow_tf32(allow_tf32: int) -> int:
 # ---------------------------------------------------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_loaded: tuple | None = None  # (group_norm_act overload, gemm_group_norm_act overload)
+_loaded: tuple | None = None  # the overloads of group_norm_act, gemm_group_norm_act, convtranspose_group_norm_act
 _python_lib = None  # keeps the Python registrations alive
 
 
@@ -97,7 +97,8 @@ def load() -> tuple:
             torch.ops.load_library(str(torch_ops_build.library()))  # built for this torch (once, if need be)
             _python_lib = _register_python_parts()
             torch.ops.fusedops._set_poison_outputs(os.environ.get("FUSEDOPS_POISON_OUTPUTS") == "1")
-            _loaded = (torch.ops.fusedops.group_norm_act.default, torch.ops.fusedops.gemm_group_norm_act.default)
+            _loaded = (torch.ops.fusedops.group_norm_act.default, torch.ops.fusedops.gemm_group_norm_act.default,
+                        torch.ops.fusedops.convtranspose_group_norm_act.default)
     return _loaded
 
 
@@ -170,14 +171,14 @@ def gemm_group_norm_act(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, beta: Te
 # Fake kernels: the library's shape rules on what is known (symbolic sizes are unknown to it), then the output shape
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _static(dims) -> list[int | None]:
+def static_dims(dims) -> list[int | None]:
     return [int(s) if isinstance(s, int) else None for s in dims]
 
 
 def _validate(op: str, tensors: Sequence[Tensor], attrs: catalog.FusedAttrs) -> None:
     try:
         abi.describe(abi.parse_attributes(op, attrs),
-                     [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, _static(t.shape))
+                     [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, static_dims(t.shape))
                       for t in tensors])
     except FusedopsError as e:
         raise FusedopsError(str(e).split(": ", 1)[-1]) from None  # without the C function's name
@@ -196,6 +197,12 @@ def _gemm_fake(x, w, b, gamma, beta, extras, num_groups, epsilon=1e-5, pre="", p
     return x.new_empty(catalog.output_shape(_GEMM, tuple(x.shape), a, tuple(w.shape)))
 
 
+def _convt_fake(*args):
+    from . import torch_convt  # lazy: it builds on this module
+
+    return torch_convt.fake(*args)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Autograd: the backward recomputes the forward with the catalog's reference math (PyTorch ops, any device) and
 # differentiates that. Correct everywhere, not fused: the fused kernels are for inference; training works but pays
@@ -207,14 +214,14 @@ _GN_DEFAULTS = (None, 1e-5, "", "", "")  # num_groups (always given), epsilon, p
 _GEMM_DEFAULTS = (None, 1e-5, "", "", "", 1, -1)  # ... trans_b, allow_tf32
 
 
-def _grads_for(ctx, tensor_grads: tuple) -> tuple:
+def grads_for(ctx, tensor_grads: tuple) -> tuple:
     """Pad with None for the attribute arguments. The count comes from ctx.needs_input_grad: PyTorch hands the op's
     autograd.Function the arguments as called (trailing defaults dropped) and expects one entry for each."""
     n = len(ctx.needs_input_grad)
     return tensor_grads + (None,) * (n - len(tensor_grads))
 
 
-def _reference_grads(fn, tensors: Sequence[Tensor], grad: Tensor) -> tuple:
+def reference_grads(fn, tensors: Sequence[Tensor], grad: Tensor) -> tuple:
     if torch.is_grad_enabled():  # create_graph: keep the graph to the inputs for a higher-order backward
         wanted = [i for i, t in enumerate(tensors) if t.requires_grad]
         y = fn(*tensors)
@@ -239,9 +246,9 @@ def _gn_setup_context(ctx, inputs, output) -> None:
 def _gn_backward(ctx, grad):
     x, gamma, beta, *extras = ctx.saved_tensors
     a = parsed_attrs(_GN, *ctx.attrs)
-    g = _reference_grads(lambda x_, g_, b_, *e_: catalog.group_norm_act_reference(x_, g_, b_, list(e_), a),
+    g = reference_grads(lambda x_, g_, b_, *e_: catalog.group_norm_act_reference(x_, g_, b_, list(e_), a),
                          (x, gamma, beta, *extras), grad)
-    return _grads_for(ctx, (g[0], g[1], g[2], list(g[3:])))
+    return grads_for(ctx, (g[0], g[1], g[2], list(g[3:])))
 
 
 def _gemm_setup_context(ctx, inputs, output) -> None:
@@ -254,10 +261,10 @@ def _gemm_setup_context(ctx, inputs, output) -> None:
 def _gemm_backward(ctx, grad):
     x, w, b, gamma, beta, *extras = ctx.saved_tensors
     a = parsed_attrs(_GEMM, *ctx.attrs)
-    g = _reference_grads(
+    g = reference_grads(
         lambda x_, w_, b_, g_, be_, *e_: catalog.gemm_group_norm_act_reference(x_, w_, b_, g_, be_, list(e_), a),
         (x, w, b, gamma, beta, *extras), grad)
-    return _grads_for(ctx, (g[0], g[1], g[2], g[3], g[4], list(g[5:])))
+    return grads_for(ctx, (g[0], g[1], g[2], g[3], g[4], list(g[5:])))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -289,6 +296,10 @@ def _register_python_parts():
                                     lib=lib)
     torch.library.register_autograd("fusedops::gemm_group_norm_act", _gemm_backward,
                                     setup_context=_gemm_setup_context, lib=lib)
+    from . import torch_convt  # lazy: it builds on this module
+
+    torch_convt.register(lib)
+    torch.library.register_fake("fusedops::convtranspose_group_norm_act", _convt_fake, lib=lib)
     return lib
 
 

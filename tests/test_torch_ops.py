@@ -10,7 +10,7 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 from fusedops.plugins import torch_ops
 
-gna, ggna = torch_ops.load()  # the C++ ops (libfusedops_torch.so, built by `fusedops build-native`)
+gna, ggna, _ = torch_ops.load()  # the C++ ops (libfusedops_torch.so, built by `fusedops build-native`)
 
 
 def _gen(seed=0):

@@ -1,4 +1,5 @@
-// The PyTorch ops fusedops::group_norm_act and fusedops::gemm_group_norm_act, registered in C++ (TORCH_LIBRARY).
+// The PyTorch ops fusedops::group_norm_act, fusedops::gemm_group_norm_act and
+// fusedops::convtranspose_group_norm_act, registered in C++ (TORCH_LIBRARY).
 // A call is one dispatcher hop into this file: it looks up the plan cached for (attributes, shapes, dtypes, device),
 // allocates the output and the workspace from PyTorch's allocator and runs the plan through the C ABI on the
 // current stream. No Python, no ctypes, no parsing or heuristics after the first call of a configuration.
@@ -65,14 +66,21 @@ struct Call {
   int32_t op;
   c10::SmallVector<at::Tensor, 5 + FUSEDOPS_MAX_EXTRAS> in;
 
-  bool gemm() const { return op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT; }
-  const char* name() const { return gemm() ? "GemmGroupNormAct" : "GroupNormAct"; }
-  size_t first_param() const { return gemm() ? 2 : 1; }
+  // GemmGroupNormAct and ConvTransposeGroupNormAct both take X, W, B before the GroupNorm parameters.
+  bool weighted() const { return op != FUSEDOPS_OP_GROUPNORM_ACT; }
+  const char* name() const {
+    return op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT           ? "GemmGroupNormAct"
+           : op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT ? "ConvTransposeGroupNormAct"
+                                                           : "GroupNormAct";
+  }
+  size_t first_param() const { return weighted() ? 2 : 1; }
+  // ConvTransposeGroupNormAct's B is optional (undefined: no bias; the kernels get a null pointer).
+  bool may_be_absent(size_t i) const { return op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT && i == 2; }
   std::string label(size_t i) const {
-    static const char* gemm_names[] = {"X", "W", "bias B", "gamma", "beta"};
+    static const char* weighted_names[] = {"X", "W", "bias B", "gamma", "beta"};
     static const char* gn_names[] = {"X", "gamma", "beta"};
-    const size_t fixed = gemm() ? 5 : 3;
-    if (i < fixed) return gemm() ? gemm_names[i] : gn_names[i];
+    const size_t fixed = weighted() ? 5 : 3;
+    if (i < fixed) return weighted() ? weighted_names[i] : gn_names[i];
     return "extra input " + std::to_string(i - fixed);
   }
 };
@@ -85,6 +93,7 @@ void normalise(Call& c) {
   const bool reference = x.scalar_type() == at::kDouble && x.is_cpu();
   for (size_t i = 0; i < c.in.size(); ++i) {
     at::Tensor& t = c.in[i];
+    if (!t.defined() && c.may_be_absent(i)) continue;
     TORCH_CHECK_VALUE(t.defined(), c.name(), ": ", c.label(i), " is undefined");
     TORCH_CHECK_VALUE(t.device() == x.device(), c.name(), ": ", c.label(i), " is on ", t.device().str(),
                       " but X is on ", x.device().str());
@@ -95,7 +104,8 @@ void normalise(Call& c) {
     if (!t.is_contiguous()) t = t.contiguous();
   }
   if (reference) return;
-  const size_t first = c.first_param();
+  size_t first = c.first_param();
+  if (!c.in[first].defined()) ++first;  // an absent optional B
   const at::ScalarType pdt = c.in[first].scalar_type();
   bool same = true;
   for (size_t i = first + 1; i < c.in.size(); ++i) same = same && c.in[i].scalar_type() == pdt;
@@ -105,6 +115,11 @@ void normalise(Call& c) {
 
 fusedops_tensor_desc tensor_desc(const at::Tensor& t) {
   fusedops_tensor_desc d{};
+  if (!t.defined()) {  // an absent optional input: dtype and rank unknown
+    d.dtype = FUSEDOPS_DTYPE_UNKNOWN;
+    d.rank = -1;
+    return d;
+  }
   d.dtype = fusedops_dtype(t.scalar_type());
   d.rank = static_cast<int32_t>(t.dim());
   for (int64_t i = 0; i < t.dim() && i < FUSEDOPS_MAX_RANK; ++i) d.dims[i] = t.size(i);
@@ -140,7 +155,24 @@ struct Attrs {
   double epsilon;
   c10::string_view pre, post, reduce;
   int64_t trans_b, allow_tf32;
+  const fusedops_conv_attributes* conv = nullptr;  // ConvTransposeGroupNormAct only
 };
+
+// ConvTransposeGroupNormAct's lists as the C ABI takes them (views of the op's int[] arguments).
+fusedops_conv_attributes conv_attributes(c10::IntArrayRef strides, c10::IntArrayRef pads,
+                                         c10::IntArrayRef output_padding, c10::IntArrayRef dilations, int64_t group) {
+  fusedops_conv_attributes a{};
+  a.strides = strides.data();
+  a.num_strides = static_cast<int32_t>(strides.size());
+  a.pads = pads.data();
+  a.num_pads = static_cast<int32_t>(pads.size());
+  a.output_padding = output_padding.data();
+  a.num_output_padding = static_cast<int32_t>(output_padding.size());
+  a.dilations = dilations.data();
+  a.num_dilations = static_cast<int32_t>(dilations.size());
+  a.group = group;
+  return a;
+}
 
 // Everything the plan depends on: op, attributes, device, and every input's dtype and shape.
 void build_key(std::string& k, const Call& c, const Attrs& a) {
@@ -155,9 +187,22 @@ void build_key(std::string& k, const Call& c, const Attrs& a) {
   append(k, static_cast<int16_t>(dev.index()));
   append(k, static_cast<int32_t>(c.in.size()));
   for (const at::Tensor& t : c.in) {
+    if (!t.defined()) {  // an absent optional input
+      append(k, static_cast<int8_t>(-1));
+      continue;
+    }
     append(k, static_cast<int8_t>(t.scalar_type()));
     append(k, static_cast<int8_t>(t.dim()));
     for (int64_t s : t.sizes()) append(k, s);
+  }
+  if (a.conv) {
+    const fusedops_conv_attributes& cv = *a.conv;
+    append(k, cv.group);
+    for (auto [p, n] : {std::pair<const int64_t*, int32_t>{cv.strides, cv.num_strides}, {cv.pads, cv.num_pads},
+                        {cv.output_padding, cv.num_output_padding}, {cv.dilations, cv.num_dilations}}) {
+      append(k, n);
+      if (n > 0) k.append(reinterpret_cast<const char*>(p), sizeof(int64_t) * static_cast<size_t>(n));
+    }
   }
   for (c10::string_view s : {a.pre, a.post, a.reduce}) {
     append(k, static_cast<uint32_t>(s.size()));
@@ -185,6 +230,7 @@ std::shared_ptr<Entry> make_entry(const Call& c, const Attrs& a) {
   };
   fa.trans_b = i32(a.trans_b);
   fa.allow_tf32 = i32(a.allow_tf32);
+  fa.conv = a.conv;
   char err[1024] = {0};
   fusedops_op_desc d{};
   int rc = fusedops_parse_attributes(&fa, &d, err, sizeof err);
@@ -262,7 +308,7 @@ at::Tensor run(const Call& c, const Attrs& a) {
     }
   }
   const void* ptrs[5 + FUSEDOPS_MAX_EXTRAS];
-  for (size_t i = 0; i < c.in.size(); ++i) ptrs[i] = c.in[i].data_ptr();
+  for (size_t i = 0; i < c.in.size(); ++i) ptrs[i] = c.in[i].defined() ? c.in[i].data_ptr() : nullptr;
   char err[1024] = {0};
   const int rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(c.in.size()), y.data_ptr(), ws_ptr,
                                    e->workspace, static_cast<fusedops_stream_t>(stream), err, sizeof err);
@@ -278,10 +324,9 @@ int64_t resolve_allow_tf32(int64_t allow_tf32) {
 }
 
 Call make_call(int32_t op, std::initializer_list<at::Tensor> fixed, at::TensorList extras) {
-  TORCH_CHECK_VALUE(extras.size() <= FUSEDOPS_MAX_EXTRAS, op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "GemmGroupNormAct"
-                                                                                            : "GroupNormAct",
-                    ": ", extras.size(), " extra inputs; at most ", FUSEDOPS_MAX_EXTRAS, " are supported");
   Call c{op, {}};
+  TORCH_CHECK_VALUE(extras.size() <= FUSEDOPS_MAX_EXTRAS, c.name(), ": ", extras.size(),
+                    " extra inputs; at most ", FUSEDOPS_MAX_EXTRAS, " are supported");
   for (const at::Tensor& t : fixed) c.in.push_back(t);
   for (const at::Tensor& t : extras) c.in.push_back(t);
   return c;
@@ -322,6 +367,30 @@ at::Tensor gemm_group_norm_act(const at::Tensor& x, const at::Tensor& w, const a
   return run(c, Attrs{num_groups, epsilon, pre, post, reduce, trans_b, tf32});
 }
 
+at::Tensor convtranspose_group_norm_act(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                                       const at::Tensor& gamma, const at::Tensor& beta, at::TensorList extras,
+                                       int64_t num_groups, c10::IntArrayRef strides, c10::IntArrayRef pads,
+                                       c10::IntArrayRef output_padding, c10::IntArrayRef dilations, int64_t group,
+                                       double epsilon, c10::string_view pre, c10::string_view post,
+                                       c10::string_view reduce, int64_t allow_tf32) {
+  Call c = make_call(FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT, {x, w, b.value_or(at::Tensor()), gamma, beta}, extras);
+  const int64_t tf32 = resolve_allow_tf32(allow_tf32);
+  normalise(c);
+  if (x.scalar_type() == at::kDouble) {
+    static const auto ref =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("fusedops::_reference_convtranspose_group_norm_act", "")
+            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&,
+                              const at::Tensor&, const at::Tensor&, at::TensorList, int64_t, c10::IntArrayRef,
+                              c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, int64_t, double,
+                              c10::string_view, c10::string_view, c10::string_view, int64_t)>();
+    return ref.call(x, w, b, gamma, beta, extras, num_groups, strides, pads, output_padding, dilations, group,
+                    epsilon, pre, post, reduce, tf32);
+  }
+  const fusedops_conv_attributes conv = conv_attributes(strides, pads, output_padding, dilations, group);
+  return run(c, Attrs{num_groups, epsilon, pre, post, reduce, 1, tf32, &conv});
+}
+
 // ---- test and report hooks ----------------------------------------------------------------------------------------
 
 // The kernels the plan for these arguments runs (the plan is made and cached as a call would).
@@ -357,6 +426,10 @@ TORCH_LIBRARY(fusedops, m) {
       "gemm_group_norm_act(Tensor x, Tensor w, Tensor b, Tensor gamma, Tensor beta, Tensor[] extras, "
       "int num_groups, float epsilon=1e-05, str pre=\"\", str post=\"\", str reduce=\"\", int trans_b=1, "
       "int allow_tf32=-1) -> Tensor");
+  m.def(
+      "convtranspose_group_norm_act(Tensor x, Tensor w, Tensor? b, Tensor gamma, Tensor beta, Tensor[] extras, "
+      "int num_groups, int[] strides=[], int[] pads=[], int[] output_padding=[], int[] dilations=[], int group=1, "
+      "float epsilon=1e-05, str pre=\"\", str post=\"\", str reduce=\"\", int allow_tf32=-1) -> Tensor");
   // Test and report hooks (not part of the user API).
   m.def(
       "_plan_kernels(Tensor x, Tensor w, Tensor b, Tensor gamma, Tensor beta, Tensor[] extras, int num_groups, "
@@ -369,9 +442,11 @@ TORCH_LIBRARY(fusedops, m) {
 TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
   m.impl("group_norm_act", &group_norm_act);
   m.impl("gemm_group_norm_act", &gemm_group_norm_act);
+  m.impl("convtranspose_group_norm_act", &convtranspose_group_norm_act);
 }
 
 TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {
   m.impl("group_norm_act", &group_norm_act);
   m.impl("gemm_group_norm_act", &gemm_group_norm_act);
+  m.impl("convtranspose_group_norm_act", &convtranspose_group_norm_act);
 }

@@ -187,3 +187,34 @@ def test_what_the_kernel_does_not_take_yet_is_refused_clearly():
     w = torch.randn(8, 8, 3, 3, device=DEV)
     with pytest.raises(Exception, match="no channel reduction"):
         convt_abi.make_plan(x, w, attrs(num_groups=2, reduce="min"), torch.float32)
+
+
+@pytest.mark.parametrize("name", ["model4_small", "stride2_pad_outpad", "groups2_odd_channels", "one_d",
+                                  "no_bias_no_pre", "post_chain_extras"])
+def test_pytorch_op_on_cuda_equals_the_plans(name):
+    """fusedops::convtranspose_group_norm_act on CUDA tensors runs the same plans (C++ op, caching allocator,
+    current stream): bit-equal to the C ABI's run and within TF32 error of float64; graph capture replays it."""
+    from fusedops.plugins import torch_convt
+
+    c = CASES[name]
+    got, want, eager, _ = _case(**c)
+    g = gen(0)  # _case's tensors again (same seed and order)
+    r = len(c["shape"]) - 2
+    x = (torch.randn(*c["shape"], generator=g) * 1.5 + 0.2).to(DEV)
+    w = (torch.randn(*c["w_shape"], generator=g) / (c["w_shape"][0] * c["w_shape"][2]) ** 0.5).to(DEV)
+    C = c["w_shape"][1] * c.get("group", 1)
+    b = torch.randn(C, generator=g).to(DEV) * 0.3 if c.get("bias", True) else None
+    gamma, beta = (torch.rand(C, generator=g) + 0.5).to(DEV), (torch.randn(C, generator=g) * 0.5).to(DEV)
+    extras = [torch.randn(C, generator=g).to(DEV) for _ in range(c.get("n_extra", 0))]
+    kw = dict(strides=c.get("strides") or [1] * r, pads=c.get("pads") or [0] * (2 * r),
+              output_padding=c.get("output_padding") or [], dilations=c.get("dilations") or [],
+              group=c.get("group", 1), pre=c.get("pre", "gelu"), post=c.get("post", ""), allow_tf32=1)
+    y = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, extras, c["G"], **kw)
+    torch.testing.assert_close(y, got, atol=0, rtol=0)
+    _check(y, want, eager, floor=5e-3, what=f"{name} torch op")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_graph = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, extras, c["G"], **kw)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y_graph, got, atol=0, rtol=0)
