@@ -2,12 +2,13 @@
 
 Y = reduce_C(post(GroupNorm(pre(ConvTranspose(X, W) + B)))) with ONNX ConvTranspose's attributes (``pads`` as ONNX
 writes them: begins, then ends; empty lists take ONNX's defaults; the kernel shape is W's), 1 or 2 spatial dims.
-The op runs in C++ (``plugins/torch/fusedops_torch.cpp``) through the same plans as the other ops; this module adds
+The op runs in C++ (``plugins/torch/fusedops_torch.cpp``) through the same plans as the other ops; this module holds
 its Python parts the way ``torch_ops`` does for the others: the fake kernel (the library's shape rules), autograd
-through the catalog's reference math, and the float64 reference op. ``torch_ops.load()`` registers them.
+through the catalog's reference math, and the float64 reference op. ``torch_ops.load()`` registers them (``register``),
+and ``torch_ops.convtranspose_group_norm_act`` is the op as a Python callable:
 
-    from fusedops.plugins import torch_convt
-    y = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, [], num_groups=8, pre="gelu")
+    from fusedops.plugins import torch_ops
+    y = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, [], num_groups=8, pre="gelu")
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import functools
 from typing import Sequence
 
 import torch
-from torch import Tensor
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
 
 from . import abi
+from .torch_support import reference_grads, resolve_allow_tf32, static_dims
 
 OP = catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name
 SCHEMA_DEFAULTS = ((), (), (), (), 1, 1e-5, "", "", "", -1)  # after num_groups: strides ... allow_tf32
@@ -43,17 +44,11 @@ def parsed_attrs(num_groups: int, strides: tuple, pads: tuple, output_padding: t
         raise FusedopsError(str(e)) from None
 
 
-def _torch_ops():
-    from . import torch_ops  # lazy: torch_ops registers this module's parts while it loads
-
-    return torch_ops
-
-
 def _attrs(args: Sequence, resolve_tf32=None) -> catalog.FusedAttrs:
     """Attributes from the op's arguments after the tensors (num_groups, strides, ..., allow_tf32; trailing defaults
     may be absent, as PyTorch hands them to setup_context); allow_tf32 -1 resolved by ``resolve_tf32`` (default:
     PyTorch's float32 matmul precision now)."""
-    resolve_tf32 = resolve_tf32 or _torch_ops().resolve_allow_tf32
+    resolve_tf32 = resolve_tf32 or resolve_allow_tf32
     num_groups, *rest = args
     rest = list(rest) + list(SCHEMA_DEFAULTS[len(rest):])
     strides, pads, output_padding, dilations, group, epsilon, pre, post, reduce, allow_tf32 = rest
@@ -61,25 +56,10 @@ def _attrs(args: Sequence, resolve_tf32=None) -> catalog.FusedAttrs:
                         int(group), float(epsilon), pre, post, reduce, resolve_tf32(int(allow_tf32)))
 
 
-def convtranspose_group_norm_act(x: Tensor, w: Tensor, b: Tensor | None, gamma: Tensor, beta: Tensor,
-                                 extras: Sequence[Tensor], num_groups: int, strides: Sequence[int] = (),
-                                 pads: Sequence[int] = (), output_padding: Sequence[int] = (),
-                                 dilations: Sequence[int] = (), group: int = 1, epsilon: float = 1e-5, pre: str = "",
-                                 post: str = "", reduce: str = "", allow_tf32: int = -1) -> Tensor:
-    """The op as a Python callable: errors in the caller's input become FusedopsError."""
-    op = _torch_ops().load()[2]
-    try:
-        return op(x, w, b, gamma, beta, list(extras), num_groups, list(strides), list(pads), list(output_padding),
-                  list(dilations), group, epsilon, pre, post, reduce, allow_tf32)
-    except ValueError as e:
-        raise FusedopsError(str(e)) from None
-
-
 def fake(x, w, b, gamma, beta, extras, *args):
-    """The fake kernel (torch_ops registers it: the C++ library names torch_ops as its fakes' module)."""
+    """The fake kernel: the library's shape rules on what is known, then the output shape."""
     a = _attrs(args, resolve_tf32=lambda v: 1 if v == -1 else v)
-    static = _torch_ops().static_dims
-    descs = [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, static(t.shape)) if t is not None
+    descs = [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, static_dims(t.shape)) if t is not None
              else abi.tensor_desc(None, None) for t in (x, w, b, gamma, beta, *extras)]
     try:
         abi.describe(abi.parse_attributes(OP, a, a.conv.onnx_attrs()), descs)
@@ -111,7 +91,7 @@ def _backward(ctx, grad):
         return catalog.convtranspose_group_norm_act_reference(x_, w_, b_, g_, be_, list(e_), a)
 
     tensors = (x, w, *([b] if ctx.has_bias else []), gamma, beta, *extras)
-    g = list(_torch_ops().reference_grads(forward, tensors, grad))
+    g = list(reference_grads(forward, tensors, grad))
     gb = g.pop(2) if ctx.has_bias else None
     # as many entries as PyTorch counts arguments (it drops trailing ones left at their defaults)
     return ((g[0], g[1], gb, g[2], g[3], list(g[4:])) + ctx.attr_grads)[:len(ctx.needs_input_grad)]
@@ -122,7 +102,8 @@ def _reference(x, w, b, gamma, beta, extras, *args):
 
 
 def register(lib: torch.library.Library) -> None:
-    """The Python parts of the op but the fake kernel, on torch_ops' library fragment."""
+    """The Python parts of the op but the fake kernel, on torch_ops' library fragment (PyTorch wants the fake to come
+    from the module the C++ library names, torch_ops, which registers ``fake`` under its own name)."""
     lib.define("_reference_convtranspose_group_norm_act(Tensor x, Tensor w, Tensor? b, Tensor gamma, Tensor beta, "
                "Tensor[] extras, int num_groups, int[] strides, int[] pads, int[] output_padding, int[] dilations, "
                "int group, float epsilon, str pre, str post, str reduce, int allow_tf32) -> Tensor")

@@ -1,4 +1,5 @@
-"""PyTorch ops ``fusedops::group_norm_act`` and ``fusedops::gemm_group_norm_act``.
+"""PyTorch ops ``fusedops::group_norm_act``, ``fusedops::gemm_group_norm_act`` and
+``fusedops::convtranspose_group_norm_act`` (its Python parts in ``torch_convt``).
 
 The ops are the catalog's ``GroupNormAct`` / ``GemmGroupNormAct`` (see ``fusedops.catalog``); attributes travel as
 plain ints, floats and strings, exactly as on the ONNX node, so every runtime reads the same text.
@@ -38,9 +39,10 @@ from torch import Tensor
 from fusedops import catalog
 from fusedops.errors import FusedopsError
 
-from . import abi, torch_ops_build
+from . import abi, torch_convt, torch_ops_build
+from .torch_support import grads_for, reference_grads, resolve_allow_tf32, static_dims
 
-__all__ = ["group_norm_act", "gemm_group_norm_act", "parsed_attrs", "resolve_allow_tf32", "cuda_kernels_available",
+__all__ = ["group_norm_act", "gemm_group_norm_act", "convtranspose_group_norm_act", "parsed_attrs", "resolve_allow_tf32", "cuda_kernels_available",
            "chain_number", "load", "plan_kernels", "plan_cache_size", "set_poison_outputs"]
 
 _GN = catalog.GROUP_NORM_ACT.name
@@ -64,15 +66,6 @@ def parsed_attrs(op: str, num_groups: int, epsilon: float, pre: str, post: str, 
 def chain_number(v: float) -> str:
     """A Python float as chain text that parses back to the same double (``repr``; inf as ``inf``)."""
     return repr(float(v))
-
-
-def resolve_allow_tf32(allow_tf32: int) -> int:
-    """-1 → follow torch.get_float32_matmul_precision() ("highest" = strict FP32); 0/1 pass through."""
-    if allow_tf32 not in (-1, 0, 1):
-        raise FusedopsError(f"allow_tf32 must be -1 (follow torch), 0 or 1, got {allow_tf32}")
-    if allow_tf32 == -1:
-        return 0 if torch.get_float32_matmul_precision() == "highest" else 1
-    return allow_tf32
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -167,13 +160,24 @@ def gemm_group_norm_act(x: Tensor, w: Tensor, b: Tensor, gamma: Tensor, beta: Te
         raise FusedopsError(str(e)) from None
 
 
+def convtranspose_group_norm_act(x: Tensor, w: Tensor, b: Tensor | None, gamma: Tensor, beta: Tensor,
+                                 extras: Sequence[Tensor], num_groups: int, strides: Sequence[int] = (),
+                                 pads: Sequence[int] = (), output_padding: Sequence[int] = (),
+                                 dilations: Sequence[int] = (), group: int = 1, epsilon: float = 1e-5, pre: str = "",
+                                 post: str = "", reduce: str = "", allow_tf32: int = -1) -> Tensor:
+    """Y = reduce_C(post(GroupNorm(pre(ConvTranspose(X, W) + B)))) with ONNX ConvTranspose's attributes (``pads``
+    as ONNX writes them: begins, then ends; empty lists take ONNX's defaults); 1 or 2 spatial dims."""
+    op = (_loaded or load())[2]
+    try:
+        return op(x, w, b, gamma, beta, list(extras), num_groups, list(strides), list(pads), list(output_padding),
+                  list(dilations), group, epsilon, pre, post, reduce, allow_tf32)
+    except ValueError as e:
+        raise FusedopsError(str(e)) from None
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Fake kernels: the library's shape rules on what is known (symbolic sizes are unknown to it), then the output shape
 # ---------------------------------------------------------------------------------------------------------------------
-
-def static_dims(dims) -> list[int | None]:
-    return [int(s) if isinstance(s, int) else None for s in dims]
-
 
 def _validate(op: str, tensors: Sequence[Tensor], attrs: catalog.FusedAttrs) -> None:
     try:
@@ -198,8 +202,6 @@ def _gemm_fake(x, w, b, gamma, beta, extras, num_groups, epsilon=1e-5, pre="", p
 
 
 def _convt_fake(*args):
-    from . import torch_convt  # lazy: it builds on this module
-
     return torch_convt.fake(*args)
 
 
@@ -212,28 +214,6 @@ def _convt_fake(*args):
 
 _GN_DEFAULTS = (None, 1e-5, "", "", "")  # num_groups (always given), epsilon, pre, post, reduce
 _GEMM_DEFAULTS = (None, 1e-5, "", "", "", 1, -1)  # ... trans_b, allow_tf32
-
-
-def grads_for(ctx, tensor_grads: tuple) -> tuple:
-    """Pad with None for the attribute arguments. The count comes from ctx.needs_input_grad: PyTorch hands the op's
-    autograd.Function the arguments as called (trailing defaults dropped) and expects one entry for each."""
-    n = len(ctx.needs_input_grad)
-    return tensor_grads + (None,) * (n - len(tensor_grads))
-
-
-def reference_grads(fn, tensors: Sequence[Tensor], grad: Tensor) -> tuple:
-    if torch.is_grad_enabled():  # create_graph: keep the graph to the inputs for a higher-order backward
-        wanted = [i for i, t in enumerate(tensors) if t.requires_grad]
-        y = fn(*tensors)
-        got = torch.autograd.grad(y, [tensors[i] for i in wanted], grad, create_graph=True, allow_unused=True)
-        out: list = [None] * len(tensors)
-        for i, g in zip(wanted, got):
-            out[i] = g
-        return tuple(out)
-    with torch.enable_grad():
-        leaves = [t.detach().requires_grad_(t.requires_grad or t.is_floating_point()) for t in tensors]
-        y = fn(*leaves)
-        return torch.autograd.grad(y, leaves, grad, allow_unused=True)
 
 
 def _gn_setup_context(ctx, inputs, output) -> None:
@@ -296,8 +276,6 @@ def _register_python_parts():
                                     lib=lib)
     torch.library.register_autograd("fusedops::gemm_group_norm_act", _gemm_backward,
                                     setup_context=_gemm_setup_context, lib=lib)
-    from . import torch_convt  # lazy: it builds on this module
-
     torch_convt.register(lib)
     torch.library.register_fake("fusedops::convtranspose_group_norm_act", _convt_fake, lib=lib)
     return lib

@@ -66,11 +66,11 @@ CASES = {  # name: n, cin, cout, spatial, kernel, groups, strides, pads, output_
 def test_op_equals_independent_float64_reference(name):
     n, cin, cout, spatial, kernel, groups, s, p, op, d, grp, bias = CASES[name]
     x, w, b, gamma, beta = _tensors(name, n, cin, cout, spatial, kernel, grp, bias)
-    y = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, [], groups, s, p, op, d, grp, pre="gelu")
+    y = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, [], groups, s, p, op, d, grp, pre="gelu")
     want = _independent(x, w, b, gamma, beta, groups, s, p, op, d, grp, pre_gelu=True)
     assert y.dtype == torch.float32 and y.shape == want.shape
     torch.testing.assert_close(y.double(), want, atol=ATOL, rtol=0)
-    y64 = torch_convt.convtranspose_group_norm_act(x.double(), w.double(), None if b is None else b.double(),
+    y64 = torch_ops.convtranspose_group_norm_act(x.double(), w.double(), None if b is None else b.double(),
                                                    gamma.double(), beta.double(), [], groups, s, p, op, d, grp,
                                                    pre="gelu")
     torch.testing.assert_close(y64, want, atol=1e-10, rtol=0)  # float64 goes to the catalog's reference
@@ -82,7 +82,7 @@ def test_chains_extras_and_reduce_follow_the_catalog_reference():
     x, w, b, gamma, beta = _tensors("chains", 2, 4, 8, (5, 5), (3, 3))
     extra = torch.randn(8, generator=_gen("extra"))
     kw = dict(strides=[2, 1], pads=[1, 1, 0, 0], pre="add(@0);silu", post="leaky_relu(0.1);mul(2)", reduce="max")
-    y = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, [extra], 4, **kw)
+    y = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, [extra], 4, **kw)
     a = torch_convt.parsed_attrs(4, (2, 1), (1, 1, 0, 0), (), (), 1, 1e-5, kw["pre"], kw["post"], "max", 1)
     want = catalog.convtranspose_group_norm_act_reference(x.double(), w.double(), b.double(), gamma.double(),
                                                           beta.double(), [extra.double()], a)
@@ -94,7 +94,7 @@ def test_plans_are_keyed_by_the_convolution_attributes():
     """Same tensors, two stride / pad settings, one process: each gets its own plan and its own right answer."""
     x, w, b, gamma, beta = _tensors("keying", 2, 4, 4, (6, 6), (3, 3))
     for s, p in (([1, 1], [0, 0, 0, 0]), ([2, 2], [1, 1, 1, 1]), ([1, 1], [0, 0, 0, 0])):
-        y = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, [], 2, s, p)
+        y = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, [], 2, s, p)
         want = _independent(x, w, b, gamma, beta, 2, s, p, [], [], 1, pre_gelu=False)
         torch.testing.assert_close(y.double(), want, atol=ATOL, rtol=0)
 
@@ -111,14 +111,14 @@ def test_gradients_match_finite_differences():
     x, w, b, gamma, beta = _tensors("grad", 1, 2, 4, (3, 3), (2, 2))
     args = [t.double().requires_grad_() for t in (x, w, b, gamma, beta)]
     torch.autograd.gradcheck(
-        lambda *t: torch_convt.convtranspose_group_norm_act(*t, [], 2, [2, 2], [1, 0, 0, 1], pre="gelu"), args)
+        lambda *t: torch_ops.convtranspose_group_norm_act(*t, [], 2, [2, 2], [1, 0, 0, 1], pre="gelu"), args)
 
 
 def test_torch_compile_traces_through():
     x, w, b, gamma, beta = _tensors("compile", 2, 4, 4, (6, 6), (3, 3))
-    f = torch.compile(lambda x_: torch_convt.convtranspose_group_norm_act(x_, w, b, gamma, beta, [], 2, pre="gelu"),
+    f = torch.compile(lambda x_: torch_ops.convtranspose_group_norm_act(x_, w, b, gamma, beta, [], 2, pre="gelu"),
                       fullgraph=True)
-    want = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, [], 2, pre="gelu")
+    want = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, [], 2, pre="gelu")
     torch.testing.assert_close(f(x), want, atol=0, rtol=0)
 
 
@@ -134,14 +134,14 @@ def test_bad_attributes_are_clear_errors(kwargs, message):
     args = dict(num_groups=2)
     args.update(kwargs)
     with pytest.raises(FusedopsError, match=message):
-        torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, [], **args)
+        torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, [], **args)
 
 
 def test_bad_shapes_are_clear_errors():
     x, w, b, gamma, beta = _tensors("badshape", 1, 4, 4, (5, 5), (3, 3))
     with pytest.raises(FusedopsError, match="bias B|B "):
-        torch_convt.convtranspose_group_norm_act(x, w, b[:3], gamma, beta, [], 2)
+        torch_ops.convtranspose_group_norm_act(x, w, b[:3], gamma, beta, [], 2)
     with pytest.raises(FusedopsError, match="W"):
-        torch_convt.convtranspose_group_norm_act(x, w[:3], b, gamma, beta, [], 2)
+        torch_ops.convtranspose_group_norm_act(x, w[:3], b, gamma, beta, [], 2)
     with pytest.raises(FusedopsError, match="dtype"):
-        torch_convt.convtranspose_group_norm_act(x.int(), w, b, gamma, beta, [], 2)
+        torch_ops.convtranspose_group_norm_act(x.int(), w, b, gamma, beta, [], 2)

@@ -194,7 +194,7 @@ def test_what_the_kernel_does_not_take_yet_is_refused_clearly():
 def test_pytorch_op_on_cuda_equals_the_plans(name):
     """fusedops::convtranspose_group_norm_act on CUDA tensors runs the same plans (C++ op, caching allocator,
     current stream): bit-equal to the C ABI's run and within TF32 error of float64; graph capture replays it."""
-    from fusedops.plugins import torch_convt
+    from fusedops.plugins import torch_ops
 
     c = CASES[name]
     got, want, eager, _ = _case(**c)
@@ -209,12 +209,12 @@ def test_pytorch_op_on_cuda_equals_the_plans(name):
     kw = dict(strides=c.get("strides") or [1] * r, pads=c.get("pads") or [0] * (2 * r),
               output_padding=c.get("output_padding") or [], dilations=c.get("dilations") or [],
               group=c.get("group", 1), pre=c.get("pre", "gelu"), post=c.get("post", ""), allow_tf32=1)
-    y = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, extras, c["G"], **kw)
+    y = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, extras, c["G"], **kw)
     torch.testing.assert_close(y, got, atol=0, rtol=0)
     _check(y, want, eager, floor=5e-3, what=f"{name} torch op")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        y_graph = torch_convt.convtranspose_group_norm_act(x, w, b, gamma, beta, extras, c["G"], **kw)
+        y_graph = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, extras, c["G"], **kw)
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(y_graph, got, atol=0, rtol=0)
