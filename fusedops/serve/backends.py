@@ -174,17 +174,23 @@ def onnx_specs(path: str | Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
 
 
 def _ort_backend(onnx_path: str | Path, backend: str, source: str) -> ServedModel:
-    provider = "CUDAExecutionProvider" if backend == "ort-cuda" else "CPUExecutionProvider"
-    sess = fo_ort.session(str(onnx_path), providers=[provider])
     inputs, outputs = onnx_specs(onnx_path)
     names = [o.name for o in outputs]
+    if backend == "ort-cuda":
+        # One host→device copy of each input into buffers bound once per shape, ORT's CUDA graph of the model where
+        # the session accepts it, one device→host copy of each output; every intermediate stays on the device.
+        from .ort_cuda_runner import CudaRunner  # lazy: imports onnxruntime, which only the ORT backends need
+
+        runner = CudaRunner(str(onnx_path), [i.name for i in inputs], names)
+        notes = ["ORT CUDA graph per input shape" if runner.uses_graph
+                 else f"no ORT CUDA graph ({runner.graph_refused})"]
+        return ServedModel(backend, source, inputs, outputs, runner, "cuda", notes)
+    sess = fo_ort.session(str(onnx_path), providers=["CPUExecutionProvider"])
 
     def infer(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        # One host→device copy of each input and one device→host copy of each output per batch (the CUDA EP's
-        # own transfers); every intermediate stays on the device.
         return dict(zip(names, sess.run(names, feeds)))
 
-    return ServedModel(backend, source, inputs, outputs, infer, "cuda" if backend == "ort-cuda" else "cpu")
+    return ServedModel(backend, source, inputs, outputs, infer, "cpu")
 
 
 def _export_to_temp(model_key: str, size: str) -> Path:
