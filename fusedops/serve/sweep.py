@@ -35,6 +35,7 @@ from fusedops.errors import FusedopsError
 from fusedops.exporter_api import export
 from fusedops.models.registry import get_entry
 
+from . import perf_analyzer
 from .loadtest import LoadOptions, run_loadtest
 from .process import start_server
 from .repository import DEFAULT_MAX_QUEUE_DELAY_US
@@ -87,7 +88,8 @@ def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
 
 def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdir: Path, concurrency: list[int],
                     durations: dict[int, float], tolerance: str, max_queue_delay_us: int,
-                    server_kind: str = "tritonserver", client_processes: int = 1, instances: int = 1) -> dict:
+                    server_kind: str = "tritonserver", client_processes: int = 1, instances: int = 1,
+                    with_perf_analyzer: bool = False) -> dict:
     server = start_server(source, workdir, "--backend", backend, "--size", size, "--max-batch-size",
                           str(max(concurrency)), "--max-queue-delay-us", str(max_queue_delay_us),
                           "--server", server_kind, "--instances", str(instances))
@@ -98,8 +100,11 @@ def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdi
                                          concurrency=[c], batch=[1], duration_s=durations.get(c, 10.0),
                                          tolerance=tolerance, processes=client_processes))
             points += r["points"]
-        return {"source": source, "backend": backend, "server": server_kind, "instances": instances,
+        side = {"source": source, "backend": backend, "server": server_kind, "instances": instances,
                 "ready_line": server.ready_line, "points": points}
+        if with_perf_analyzer:  # the same server, timed again by Triton's C++ client (it checks no values)
+            side["perf_analyzer_points"] = perf_analyzer.run_points(server.grpc_url, server.model_name, concurrency)
+        return side
     finally:
         rc = server.stop()
         if rc != 0:
@@ -132,18 +137,28 @@ def evaluate(fused_points: list[dict], inproc: dict) -> dict:
     return out
 
 
+def evaluate_timing(points: list[dict], inproc: dict) -> dict:
+    """The timing targets on another client's points (perf_analyzer's: it checks no values and counts nothing lost,
+    so correctness stays with the load test's own points)."""
+    measured = [dict(p, lost=0, wrong=0, errors=0) for p in points if "error" not in p]
+    out = evaluate(measured, inproc) if measured else {}
+    out.pop("lost_or_wrong", None)
+    return out
+
+
 def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backend: str = "auto",
               concurrency: list[int] | None = None, durations: dict[int, float] | None = None,
               tolerance: str = "tf32", max_queue_delay_us: int = DEFAULT_MAX_QUEUE_DELAY_US,
               skip_baseline: bool = False,
               compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
               client_processes: int | None = None, compare_instances: int = 1,
-              compare_delay_us: int | None = None) -> dict:
+              compare_delay_us: int | None = None, use_perf_analyzer: str = "auto") -> dict:
     """The fused model behind the default server (its points are judged against the targets), then, unless skipped,
     the same model behind PyTriton's proxy and eager PyTorch behind PyTriton for ``compare_durations`` (default:
     ``durations``); with ``compare_instances`` > 1 also the default server with that many model instances at the
     top concurrency; with ``compare_delay_us`` also the default server with that dynamic-batching delay (the same
-    concurrencies, ``compare_durations``), so two delays are compared in one run."""
+    concurrencies, ``compare_durations``), so two delays are compared in one run. ``use_perf_analyzer`` ("auto":
+    where it runs, "on", "off") times the default server's points a second time with Triton's perf_analyzer."""
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
@@ -160,8 +175,13 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
               "client_processes": client_processes}
     # First, so a machine without the PyTorch ops fails before minutes of load, not after (2026-11-24, H200).
     report["inprocess_modelnew"] = inprocess_latency(model_key, size)
+    pa_reason = perf_analyzer.unavailable_reason() if use_perf_analyzer != "off" else "off (--perf-analyzer off)"
+    if pa_reason and use_perf_analyzer == "on":
+        raise FusedopsError(f"--perf-analyzer on: {pa_reason}")
+    report["perf_analyzer"] = pa_reason or perf_analyzer.binary()
     report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
-                                      tolerance, max_queue_delay_us, client_processes=client_processes)
+                                      tolerance, max_queue_delay_us, client_processes=client_processes,
+                                      with_perf_analyzer=pa_reason is None)
     if compare_instances > 1:  # the same server with more stub processes, at the top concurrency only
         top = max(concurrency)
         report["fused_instances"] = _serve_and_load(
@@ -181,6 +201,9 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
                                                    concurrency, compare_durations, tolerance, max_queue_delay_us,
                                                    "pytriton", client_processes)
     report["targets"] = evaluate(report["fused"]["points"], report["inprocess_modelnew"])
+    if "perf_analyzer_points" in report["fused"]:
+        report["targets_perf_analyzer"] = evaluate_timing(report["fused"]["perf_analyzer_points"],
+                                                          report["inprocess_modelnew"])
     _atomic_write(out / "serve_sweep.json", json.dumps(report, indent=1, default=str).encode())
     series = {f"fused ({report['fused']['ready_line'].split(' on ')[-1].split(',')[0]})": report["fused"]["points"]}
     if "fused_instances" in report:
@@ -191,6 +214,9 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
         series["fused via PyTriton's proxy"] = report["fused_pytriton"]["points"]
     if "eager_baseline" in report:
         series["eager PyTorch (PyTriton)"] = report["eager_baseline"]["points"]
+    pa_points = [p for p in report["fused"].get("perf_analyzer_points", []) if "error" not in p]
+    if pa_points:
+        series["fused, timed by perf_analyzer"] = pa_points
     plot(series, out / "serve_sweep.png", f"model {model_key} ({size}) over loopback gRPC, batch 1; in-process "
                                           f"ModelNew {report['inprocess_modelnew']['host_to_host_p50_ms']:.3f} ms")
     return report
@@ -213,6 +239,15 @@ def summary(report: dict) -> str:
             lines.append(f"  {label:48s} c={p['concurrency']:<3d} p50 {p50} p99 {p99} ms  "
                          f"{p['throughput_inf_s'] or 0:8.1f} inf/s  ok {p['ok']} wrong {p['wrong']} "
                          f"errors {p['errors']} lost {p['lost']}")
+    for p in report.get("fused", {}).get("perf_analyzer_points", []):
+        label = "fused: the same server, timed by perf_analyzer"
+        if "error" in p:
+            lines.append(f"  {label:48s} c={p['concurrency']:<3d} {p['error']}")
+            continue
+        q = p.get("breakdown_ms", {})
+        lines.append(f"  {label:48s} c={p['concurrency']:<3d} p50 {p['p50_ms']:.3f} p99 {p['p99_ms']:.3f} ms  "
+                     f"{p['throughput_inf_s']:8.1f} inf/s  (server queue {q.get('server_queue', 0):.3f}, "
+                     f"compute {q.get('server_compute_infer', 0):.3f} ms)")
     return "\n".join(lines)
 
 
@@ -245,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also the default server with this --max-queue-delay-us (both delays in one run)")
     p.add_argument("--skip-baseline", action="store_true", help="no eager PyTorch side")
     p.add_argument("--skip-pytriton", action="store_true", help="no fused side behind PyTriton's proxy")
+    p.add_argument("--perf-analyzer", choices=["auto", "on", "off"], default="auto",
+                   help="also time the default server with Triton's perf_analyzer (auto: where it runs)")
     a = p.parse_args(argv)
     try:
         durations = _parse_durations(a.durations)
@@ -257,12 +294,14 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{sorted(durations)}; give the same")
         report = run_sweep(Path(a.out), a.model, a.size, a.backend, sorted(durations), durations, a.tolerance,
                            a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton, a.client_processes,
-                           a.compare_instances, a.compare_delay_us)
+                           a.compare_instances, a.compare_delay_us, a.perf_analyzer)
     except FusedopsError as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2
     print(summary(report))
     print(json.dumps(report["targets"], indent=1))
+    if "targets_perf_analyzer" in report:
+        print("timed by perf_analyzer:", json.dumps(report["targets_perf_analyzer"], indent=1))
     return 0 if all(t["met"] for t in report["targets"].values()) else 1
 
 

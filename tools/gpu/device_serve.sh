@@ -13,6 +13,8 @@
 #    eager PyTorch through PyTriton (the baseline), and the default server with COMPARE_INSTANCES (2) model
 #    instances at concurrency 64 only; in-process ModelNew latency; every response checked against
 #    float64 eager PyTorch (TF32 tolerance); CLIENT_PROCESSES load-test processes (default: half the cores, <= 8);
+#    where perf_analyzer runs (its wheel carried in .device/perf-analyzer/), the default server's points timed again
+#    by it;
 #    then tools/serve_profile.py against a fresh default server: where the c=1 time goes (Triton's statistics);
 # 3. with TORCH_CUDA=1 also the fused side on the PyTorch CUDA ops (ModelNew in the stub; adds ~1.5 minutes);
 #    QUEUE_DELAY_US sets the dynamic batcher's delay of the sweep and the profile (default 0), SWEEP_EXTRA adds
@@ -40,6 +42,11 @@ if [[ -d /tmp/carried-whl/whl ]]; then
     $(ls /tmp/carried-whl/whl/*.whl | grep -v onnxruntime_gpu) >"$out/pip.log" 2>&1 || { tail -5 "$out/pip.log"; exit 1; }
 fi
 [[ -d /tmp/ortgpu ]] && export PYTHONPATH=/tmp/ortgpu${PYTHONPATH:+:$PYTHONPATH}
+# perf_analyzer (Triton's C++ load generator; its manylinux_2_38 wheel, carried in .device/perf-analyzer/, runs on
+# this machine's glibc): the sweep times the default server with it as well (fusedops/serve/perf_analyzer.py).
+for w in .device/perf-analyzer/perf_analyzer-*.whl; do
+  [[ -f $w ]] && python3 -m pip install -q --no-deps --no-index --no-compile "$w" >>"$out/pip.log" 2>&1
+done
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
@@ -47,6 +54,8 @@ python3 -c "import numpy, onnxruntime as o, pytriton, tritonclient; print('numpy
   o.__version__, o.get_available_providers(), '| pytriton ok')" 2>&1 | tee "$out/env.txt"
 source "$(dirname "${BASH_SOURCE[0]}")/build_backend.sh"  # scikit-build-core, from carried wheels
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { tail -20 "$out/install.log"; exit 1; }
+python3 -c "from fusedops.serve import perf_analyzer as p; print('perf_analyzer:', p.unavailable_reason() or p.binary())" \
+  2>&1 | tee -a "$out/env.txt"
 
 t0=$SECONDS
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)

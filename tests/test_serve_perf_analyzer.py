@@ -1,0 +1,111 @@
+"""perf_analyzer as the sweep's second client: its CSV read in the sweep's units, the loopback rule, a binary that
+cannot start reported in one line, a failing point recorded without stopping the others, and the timing targets on
+its points. A stand-in executable on PATH plays perf_analyzer (its wheel needs glibc 2.38, which CI lacks); it
+writes the CSV the way perf_analyzer's ``-f`` does (header of perf_analyzer's docs, µs)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from fusedops.errors import FusedopsError
+from fusedops.serve import perf_analyzer
+from fusedops.serve.sweep import evaluate_timing
+
+HEADER = ("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
+          "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,"
+          "Avg latency,request/response,response wait")
+
+
+def test_csv_becomes_points_in_milliseconds():
+    text = HEADER + "\n64,30123.4,9,120,35,12,410,20,3,2050,2400,2600,3100,2110,64,1900\n" \
+                    "1,1612.5,10,95,20,11,380,18,2,612,660,690,790,620,1,600\n"
+    points = perf_analyzer.parse_csv(text)
+    assert [p["concurrency"] for p in points] == [1, 64]
+    c1 = points[0]
+    assert c1["throughput_inf_s"] == 1612.5
+    assert (c1["p50_ms"], c1["p90_ms"], c1["p95_ms"], c1["p99_ms"], c1["mean_ms"]) == (0.612, 0.66, 0.69, 0.79, 0.62)
+    assert c1["breakdown_ms"]["server_queue"] == 0.02 and c1["breakdown_ms"]["server_compute_infer"] == 0.38
+
+
+def test_csv_of_an_older_perf_analyzer_without_the_mean_column():
+    old = "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input," \
+          "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency\n" \
+          "1,69.2,225,2148,64,206,11781,19,0,13891,18795,19753,21018\n"
+    (point,) = perf_analyzer.parse_csv(old)
+    assert point["p50_ms"] == 13.891 and point["mean_ms"] is None
+
+
+@pytest.mark.parametrize("text, message", [("", "no measurement rows"), (HEADER + "\n", "no measurement rows"),
+                                           ("Concurrency,p50 latency\n1,600\n", "no usable 'Inferences/Second'"),
+                                           (HEADER + "\nx" + ",1" * 15 + "\n", "no usable")])
+def test_broken_csv_is_one_clear_error(text, message):
+    with pytest.raises(FusedopsError, match=message):
+        perf_analyzer.parse_csv(text)
+
+
+def _stand_in(tmp_path: Path, monkeypatch, body: str) -> Path:
+    """An executable named perf_analyzer first on PATH, running ``body`` (bash) with the real one's arguments."""
+    exe = tmp_path / "bin" / "perf_analyzer"
+    exe.parent.mkdir()
+    exe.write_text("#!/usr/bin/env bash\n" + body)
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+    return exe
+
+
+# Writes the -f CSV: p50 = 500 µs + 10 µs per concurrent request; fails at concurrency 8.
+WRITES_CSV = r"""
+c=""; f=""
+while [[ $# -gt 0 ]]; do case $1 in --concurrency-range) c=${2%%:*}; shift 2;; -f) f=$2; shift 2;; *) shift;; esac; done
+[[ $c == 8 ]] && { echo "Failed to obtain stable measurement within 6 measurement windows" >&2; exit 99; }
+echo "$HEADER" > "$f"
+echo "$c,$((1000 * c)),5,90,20,10,300,15,2,$((500 + 10 * c)),600,650,$((700 + 10 * c)),560,1,480" >> "$f"
+"""
+
+
+def test_run_points_measures_each_concurrency_and_records_a_failure(tmp_path, monkeypatch):
+    _stand_in(tmp_path, monkeypatch, f'HEADER="{HEADER}"\n' + WRITES_CSV)
+    assert perf_analyzer.unavailable_reason() is None
+    logged = []
+    points = perf_analyzer.run_points("127.0.0.1:8001", "fusedops", [1, 8, 64], window_ms=100, max_trials=2,
+                                      log=logged.append)
+    assert [p["concurrency"] for p in points] == [1, 8, 64]
+    assert points[0]["p50_ms"] == 0.51 and points[2]["p50_ms"] == 1.14 and points[2]["throughput_inf_s"] == 64000
+    assert "exit 99" in points[1]["error"] and "stable measurement" in points[1]["error"]
+    assert len(logged) == 3 and "c=8: perf_analyzer exit 99" in logged[1]
+    targets = evaluate_timing(points, {"host_to_host_p50_ms": 0.2})
+    assert targets["p50_c1_vs_inprocess"]["met"] and targets["p99_c1_vs_p50"]["p99_ms"] == 0.71
+    assert targets["throughput_c64_over_c1"]["gain"] == 64 and "lost_or_wrong" not in targets
+    assert "lost" not in points[0]  # the points are reported as measured
+
+
+def test_command_asks_for_grpc_fixed_concurrency_and_a_csv(tmp_path):
+    cmd = perf_analyzer.command("pa", "127.0.0.1:9", "m", 8, tmp_path / "o.csv", batch=2)
+    assert cmd[:7] == ["pa", "-m", "m", "-u", "127.0.0.1:9", "-i", "grpc"]
+    assert "--concurrency-range" in cmd and cmd[cmd.index("--concurrency-range") + 1] == "8:8"
+    assert cmd[cmd.index("-b") + 1] == "2" and cmd[-1] == str(tmp_path / "o.csv")
+
+
+def test_only_loopback_targets(tmp_path, monkeypatch):
+    _stand_in(tmp_path, monkeypatch, "exit 0\n")
+    with pytest.raises(FusedopsError, match="not a loopback address"):
+        perf_analyzer.run_points("10.1.2.3:8001", "fusedops", [1])
+
+
+def test_a_binary_that_needs_a_newer_glibc_is_reported(tmp_path, monkeypatch):
+    _stand_in(tmp_path, monkeypatch, "cat >&2 <<'EOF'\nperf_analyzer: /lib/x86_64-linux-gnu/libc.so.6: version "
+                                     "`GLIBC_2.38' not found (required by perf_analyzer)\nEOF\n")
+    reason = perf_analyzer.unavailable_reason()
+    assert reason and "does not start here" in reason and "GLIBC_2.38" in reason
+
+
+def test_not_installed_is_reported(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(perf_analyzer, "binary", lambda: None)
+    assert "not installed" in perf_analyzer.unavailable_reason()
+    with pytest.raises(FusedopsError, match="not installed"):
+        perf_analyzer.run_points("127.0.0.1:8001", "fusedops", [1])
