@@ -84,7 +84,9 @@ timeout "${SWEEP_TIMEOUT:-450}" python3 -m fusedops.serve.sweep --out "$out" --s
 rc=$?; echo "sweep rc=$rc in $((SECONDS - t0)) s (1: a target missed, 2: an error)"; tail -40 "$out/sweep.log"
 [[ $rc -ge 2 ]] && status=1
 
-# Where the c=1 time goes on the default path: bare client loops + Triton's statistics (about 20 s).
+# Where the c=1 time goes on the default path: bare client loops + Triton's statistics (about 20 s; PROFILE=0 skips
+# it where perf_analyzer's server breakdown in the sweep says enough).
+if [[ ${PROFILE:-1} == 1 ]]; then
 t0=$SECONDS
 ports=$(python3 -c "from fusedops.serve.process import free_loopback_ports as f; print(*f(2))")
 read -r hp gp <<<"$ports"
@@ -95,6 +97,7 @@ for _ in $(seq 120); do grep -q "ready:" "$out/profile_serve.log" && break; slee
 timeout 120 python3 tools/serve_profile.py --http "127.0.0.1:$hp" --grpc "127.0.0.1:$gp" --requests 2000 \
   --json "$out/serve_profile.json" 2>&1 | tee "$out/serve_profile.log"
 kill -TERM "$spid"; wait "$spid"; echo "profile in $((SECONDS - t0)) s (server exit $?)"
+fi
 
 if [[ ${TORCH_CUDA:-0} == 1 ]]; then
   t0=$SECONDS
