@@ -22,7 +22,7 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 
 from . import abi
-from .torch_support import reference_grads, resolve_allow_tf32, static_dims
+from .torch_support import check_shapes, reference_grads, resolve_allow_tf32
 
 OP = catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name
 SCHEMA_DEFAULTS = ((), (), (), (), 1, 1e-5, "", "", "", -1)  # after num_groups: strides ... allow_tf32
@@ -59,12 +59,7 @@ def _attrs(args: Sequence, resolve_tf32=None) -> catalog.FusedAttrs:
 def fake(x, w, b, gamma, beta, extras, *args):
     """The fake kernel: the library's shape rules on what is known, then the output shape."""
     a = _attrs(args, resolve_tf32=lambda v: 1 if v == -1 else v)
-    descs = [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, static_dims(t.shape)) if t is not None
-             else abi.tensor_desc(None, None) for t in (x, w, b, gamma, beta, *extras)]
-    try:
-        abi.describe(abi.parse_attributes(OP, a, a.conv.onnx_attrs()), descs)
-    except FusedopsError as e:
-        raise FusedopsError(str(e).split(": ", 1)[-1]) from None  # without the C function's name
+    check_shapes(abi.parse_attributes(OP, a, a.conv.onnx_attrs()), [x, w, b, gamma, beta, *extras])
     return x.new_empty(catalog.output_shape(OP, tuple(x.shape), a, tuple(w.shape)))
 
 

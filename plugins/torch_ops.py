@@ -40,10 +40,11 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 
 from . import abi, torch_convt, torch_ops_build
-from .torch_support import grads_for, reference_grads, resolve_allow_tf32, static_dims
+from .torch_support import check_shapes, grads_for, reference_grads, resolve_allow_tf32
 
-__all__ = ["group_norm_act", "gemm_group_norm_act", "convtranspose_group_norm_act", "parsed_attrs", "resolve_allow_tf32", "cuda_kernels_available",
-           "chain_number", "load", "plan_kernels", "plan_cache_size", "set_poison_outputs"]
+__all__ = ["group_norm_act", "gemm_group_norm_act", "convtranspose_group_norm_act", "parsed_attrs",
+           "resolve_allow_tf32", "cuda_kernels_available", "chain_number", "load", "plan_kernels", "plan_cache_size",
+           "set_poison_outputs"]
 
 _GN = catalog.GROUP_NORM_ACT.name
 _GEMM = catalog.GEMM_GROUP_NORM_ACT.name
@@ -179,25 +180,16 @@ def convtranspose_group_norm_act(x: Tensor, w: Tensor, b: Tensor | None, gamma: 
 # Fake kernels: the library's shape rules on what is known (symbolic sizes are unknown to it), then the output shape
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _validate(op: str, tensors: Sequence[Tensor], attrs: catalog.FusedAttrs) -> None:
-    try:
-        abi.describe(abi.parse_attributes(op, attrs),
-                     [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, static_dims(t.shape))
-                      for t in tensors])
-    except FusedopsError as e:
-        raise FusedopsError(str(e).split(": ", 1)[-1]) from None  # without the C function's name
-
-
 def _gn_fake(x, gamma, beta, extras, num_groups, epsilon=1e-5, pre="", post="", reduce=""):
     a = parsed_attrs(_GN, num_groups, epsilon, pre, post, reduce)
-    _validate(_GN, [x, gamma, beta, *extras], a)
+    check_shapes(abi.parse_attributes(_GN, a), [x, gamma, beta, *extras])
     return x.new_empty(catalog.output_shape(_GN, tuple(x.shape), a))
 
 
 def _gemm_fake(x, w, b, gamma, beta, extras, num_groups, epsilon=1e-5, pre="", post="", reduce="", trans_b=1,
                allow_tf32=-1):
     a = parsed_attrs(_GEMM, num_groups, epsilon, pre, post, reduce, trans_b, 1 if allow_tf32 == -1 else allow_tf32)
-    _validate(_GEMM, [x, w, b, gamma, beta, *extras], a)
+    check_shapes(abi.parse_attributes(_GEMM, a), [x, w, b, gamma, beta, *extras])
     return x.new_empty(catalog.output_shape(_GEMM, tuple(x.shape), a, tuple(w.shape)))
 
 

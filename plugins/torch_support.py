@@ -1,4 +1,4 @@
-"""What the Python parts of every PyTorch op share: the float32 precision rule, static sizes for fake kernels, and
+"""What the Python parts of every PyTorch op share: the float32 precision rule, the fake kernels' shape check, and
 the autograd helpers that differentiate the catalog's reference math. Imports nothing of the ops' own modules, so
 ``torch_ops`` and ``torch_convt`` both build on it without importing each other."""
 
@@ -10,6 +10,8 @@ import torch
 from torch import Tensor
 
 from fusedops.errors import FusedopsError
+
+from . import abi
 
 
 def resolve_allow_tf32(allow_tf32: int) -> int:
@@ -24,6 +26,17 @@ def resolve_allow_tf32(allow_tf32: int) -> int:
 def static_dims(dims) -> list[int | None]:
     """Sizes a fake kernel knows (symbolic ones become None: unknown to the library's shape rules)."""
     return [int(s) if isinstance(s, int) else None for s in dims]
+
+
+def check_shapes(parsed_attributes, tensors: Sequence[Tensor | None]) -> None:
+    """A fake kernel's check: the library's shape rules (``abi.describe``) on what is known of ``tensors`` (None: an
+    absent optional input), raising FusedopsError with the rule's message, without the C function's name."""
+    descs = [abi.tensor_desc(t.dtype if t.dtype in abi.DTYPE_CODES else None, static_dims(t.shape))
+             if t is not None else abi.tensor_desc(None, None) for t in tensors]
+    try:
+        abi.describe(parsed_attributes, descs)
+    except FusedopsError as e:
+        raise FusedopsError(str(e).split(": ", 1)[-1]) from None
 
 
 def grads_for(ctx, tensor_grads: tuple) -> tuple:

@@ -71,8 +71,8 @@ def test_op_equals_independent_float64_reference(name):
     assert y.dtype == torch.float32 and y.shape == want.shape
     torch.testing.assert_close(y.double(), want, atol=ATOL, rtol=0)
     y64 = torch_ops.convtranspose_group_norm_act(x.double(), w.double(), None if b is None else b.double(),
-                                                   gamma.double(), beta.double(), [], groups, s, p, op, d, grp,
-                                                   pre="gelu")
+                                                 gamma.double(), beta.double(), [], groups, s, p, op, d, grp,
+                                                 pre="gelu")
     torch.testing.assert_close(y64, want, atol=1e-10, rtol=0)  # float64 goes to the catalog's reference
 
 
