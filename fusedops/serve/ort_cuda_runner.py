@@ -33,8 +33,7 @@ class _Binding:
     io: object
     inputs: dict = field(default_factory=dict)  # name -> OrtValue on the device
     outputs: dict | None = None  # name -> OrtValue on the device, bound after the shape's first run
-    graph_id: int = GRAPH_SKIP
-    run_options: object = None
+    run_options: object = None  # GRAPH_SKIP until the shape has buffers of its own, then its own graph id
 
 
 class CudaRunner:
@@ -67,7 +66,7 @@ class CudaRunner:
         return options
 
     def _binding(self, feeds: dict[str, np.ndarray]) -> _Binding:
-        b = _Binding(self.sess.io_binding())
+        b = _Binding(self.sess.io_binding(), run_options=self._run_options(GRAPH_SKIP))
         for name in self.input_names:
             x = feeds[name]
             b.inputs[name] = ort.OrtValue.ortvalue_from_shape_and_type(list(x.shape), x.dtype, "cuda", self.device_id)
@@ -89,13 +88,12 @@ class CudaRunner:
             for name in self.input_names:
                 b.inputs[name].update_inplace(np.ascontiguousarray(feeds[name]))
             # synchronises the EP's stream before returning, so the outputs are complete when copied out below
-            self.sess.run_with_iobinding(b.io, self._run_options(b.graph_id) if first else b.run_options)
+            self.sess.run_with_iobinding(b.io, b.run_options)
             if first:
                 b.outputs = dict(zip(self.output_names, b.io.get_outputs()))
                 if key in self._bindings:  # later runs write the same buffers, so a captured graph stays valid
                     for name, value in b.outputs.items():
                         b.io.bind_ortvalue_output(name, value)
                     self._graph_ids += 1
-                    b.graph_id = self._graph_ids
-                b.run_options = self._run_options(b.graph_id)
+                    b.run_options = self._run_options(self._graph_ids)
             return {name: value.numpy() for name, value in b.outputs.items()}

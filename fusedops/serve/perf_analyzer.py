@@ -102,11 +102,11 @@ def run_points(url: str, model: str, concurrency: list[int], batch: int = 1, win
         raise FusedopsError(unavailable_reason() or "perf_analyzer is not installed")
     log = log or (lambda text: print(text, file=sys.stderr))
     points = []
+    limit = 30 + 2 * max_trials * window_ms / 1e3  # seconds: its own windows twice over, plus start-up
     with tempfile.TemporaryDirectory(prefix="fusedops-pa-") as tmp:
         for c in concurrency:
             csv_path = Path(tmp) / f"c{c}.csv"
             cmd = command(exe, url, model, c, csv_path, batch, window_ms, max_trials)
-            limit = 30 + 2 * max_trials * window_ms / 1e3
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
                 if proc.returncode != 0 or not csv_path.is_file():
