@@ -3,6 +3,7 @@
     python tools/cutlass_bench.py smoke [--quick]      # every mode / configuration, small, vs float64 (sanitizers)
     python tools/cutlass_bench.py bench [--json F]     # models 1-3 at 1024 x 8192 x 8192: fused / cuBLAS GEMM alone
     python tools/cutlass_bench.py accuracy [--json F]  # 3xTF32 vs eager FP32 against float64, several K and inputs
+    python tools/cutlass_bench.py profile [--model m1 --precision tf32 --config 1]  # 3 calls, for ncu
 
 Timings: the call captured once in a CUDA graph and replayed (no Python / launch overhead), median of --iters CUDA
 event timings after --warmup replays. The fused op runs through a plan of the C ABI (plugins/abi.py); "GEMM alone" is
@@ -12,8 +13,10 @@ torch.addmm (cuBLAS) in the same precision with the bias, into a preallocated ou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -107,6 +110,20 @@ class matmul_precision:
         torch.set_float32_matmul_precision(self.old)
 
 
+@contextlib.contextmanager
+def env(name: str, value: str):
+    """The environment variable set to value for the block (the plan reads FUSEDOPS_CUTLASS_EPILOGUE when made)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
 def inputs(M, K, C, dtype, seed, kind="uniform"):
     """X like the models' torch.rand input, W like nn.Linear's init, per-channel parameters float32."""
     g = torch.Generator(device=DEV).manual_seed(seed)
@@ -172,11 +189,13 @@ def smoke(quick: bool = False) -> int:
     return 1 if failures else 0
 
 
-def bench(iters: int, warmup: int) -> dict:
+def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) -> dict:
     M, K, C = 1024, 8192, 8192
     res: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": [M, K, C]}
     rows = []
     for prec, dt in [("tf32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", None)]:
+        if prec not in precisions:
+            continue
         dtype = dt or torch.float32
         t = inputs(M, K, C, dtype, 1)
         x, w, b = t[0], t[1], t[2].to(dtype)
@@ -207,6 +226,15 @@ def bench(iters: int, warmup: int) -> dict:
                         f = Fused(t, a, abi.PlanOptions(gemm_kernel=2, cutlass_config=cfg))
                         r[f"cfg{cfg}_ms"] = round(time_ms(f, iters, warmup), 4)
                         r[f"cfg{cfg}"] = f.plan.kernels.split(",")[1]
+                        if f.plan.kernels.split(")")[0].endswith(",groups"):  # the same kernel, quad epilogue
+                            with env("FUSEDOPS_CUTLASS_EPILOGUE", "quad"):
+                                fq = Fused(t, a, abi.PlanOptions(gemm_kernel=2, cutlass_config=cfg))
+                            r[f"cfg{cfg}_quads_ms"] = round(time_ms(fq, iters, warmup), 4)
+                            if "reduce" not in kw:  # (a reduction's plan has no Y to store into)
+                                with env("FUSEDOPS_CUTLASS_EPILOGUE", "store_accumulators_for_timing"):
+                                    fs = Fused(t, a, abi.PlanOptions(gemm_kernel=2, cutlass_config=cfg))
+                                assert "TIMING-ONLY" in fs.plan.kernels, fs.plan.kernels
+                                r[f"cfg{cfg}_store_only_ms"] = round(time_ms(fs, iters, warmup), 4)
                 rows.append(r)
                 print(json.dumps(r), flush=True)
         del t, x, w, z
@@ -219,11 +247,27 @@ def bench(iters: int, warmup: int) -> dict:
             print(f"fp32      {r['model']}     {r['gemm_alone_ms']:.4f}    strict {r['fused_strict_cublaslt_ms']:.4f}"
                   f"  3xTF32 {r['fused_3xtf32_ms']:.4f}  eager {r['eager_ms']:.4f}")
         else:
-            cfgs = " / ".join(f"{r[k]:.4f}" for k in sorted(r) if k.startswith("cfg") and k.endswith("_ms"))
+            def cfg_text(c):
+                extra = [f"{k} {r[f'cfg{c}_{k}_ms']:.4f}" for k in ("quads", "store_only") if f"cfg{c}_{k}_ms" in r]
+                return f"{r[f'cfg{c}_ms']:.4f}" + (f" ({', '.join(extra)})" if extra else "")
+            cfgs = " / ".join(cfg_text(c) for c in range(1, CONFIGS[r["precision"]] + 1))
             print(f"{r['precision']:9s} {r['model']}     {r['gemm_alone_ms']:.4f}    {r['fused_ms']:.4f}   "
                   f"{r['fused_over_gemm']:.3f}       {r['cublaslt_path_ms']:.4f}        {cfgs}   "
                   f"{r['enqueue_us']} / {r['sync_call_us']} ({r['cublaslt_enqueue_us']} / {r['cublaslt_sync_call_us']})")
     return res
+
+
+def profile(model: str, prec: str, config: int, calls: int) -> int:
+    """A few calls of one forced configuration, for ncu (--launch-skip 1 --launch-count 1 -k regex:device_kernel)."""
+    M, K, C = 1024, 8192, 8192
+    dtype = torch.float32 if prec == "tf32" else torch.bfloat16 if prec == "bf16" else torch.float16
+    t = inputs(M, K, C, dtype, 1)
+    f = Fused(t, attrs(allow_tf32=1, **MODELS[model]), abi.PlanOptions(gemm_kernel=2, cutlass_config=config))
+    for _ in range(calls):
+        f()
+    torch.cuda.synchronize()
+    print(f"profile: {model} {prec}: {f.plan.kernels}")
+    return 0
 
 
 def accuracy() -> dict:
@@ -264,11 +308,16 @@ def accuracy() -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["smoke", "bench", "accuracy"])
+    p.add_argument("what", choices=["smoke", "bench", "accuracy", "profile"])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--iters", type=int, default=25)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="smoke: the default configuration of each mode only")
+    p.add_argument("--model", default="m1", choices=sorted(MODELS), help="profile: the model")
+    p.add_argument("--precision", default="tf32", choices=["tf32", "bf16", "fp16"], help="profile: the precision")
+    p.add_argument("--config", type=int, default=1, help="profile: the tile configuration (1-based)")
+    p.add_argument("--precisions", nargs="+", default=["tf32", "bf16", "fp16", "fp32"],
+                   choices=["tf32", "bf16", "fp16", "fp32"], help="bench: the precisions to time")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("cutlass_bench: needs a CUDA device", file=sys.stderr)
@@ -278,7 +327,9 @@ def main(argv=None) -> int:
         return 2
     if args.what == "smoke":
         return smoke(args.quick)
-    res = bench(args.iters, args.warmup) if args.what == "bench" else accuracy()
+    if args.what == "profile":
+        return profile(args.model, args.precision, args.config, 3)
+    res = bench(args.iters, args.warmup, args.precisions) if args.what == "bench" else accuracy()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -16,6 +16,7 @@
 // left them. The epilogue walks them one "quad" (one 8-column block j: 2 columns x 2 rows, 4 values) at a time in
 // loops that are not unrolled, fetching a quad through a jump table over j (a dynamic index into the accumulator
 // array would put it in local memory), so the chain interpreters are inlined once each and the code stays small.
+// Groups of 8, 16 or 32 channels take the faster whole-group walk instead (gn_epilogue_group.cuh, whole_groups()).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -24,6 +25,7 @@
 
 #include <type_traits>
 
+#include "cuda/cutlass/gn_epilogue_group.cuh"
 #include "cuda/device_common.cuh"
 
 namespace fusedops {
@@ -46,7 +48,11 @@ struct GnEpilogueParams {
   int32_t param_dtype = FUSEDOPS_F32;
   float eps = 0.f;
   float inv_cg = 1.f;
+  int32_t whole_groups = 1;  // 1: groups of 8 / 16 / 32 channels take the whole-group path (gn_epilogue_group.cuh)
 };
+// whole_groups value of a timing-only plan (FUSEDOPS_CUTLASS_EPILOGUE=store_accumulators_for_timing): Y = bias +
+// X W^T, no GroupNorm, i.e. a WRONG result, so that a bench can time the mainloop and the stores of this kernel alone.
+constexpr int32_t kStoreAccumulatorsForTiming = 2;
 
 // The 4 accumulator values of quad q (flat indices 4q .. 4q+3) through a jump table: each case names its registers.
 #define FUSEDOPS_QUAD_CASE(k)                                     \
@@ -202,6 +208,15 @@ class GnEpilogue {
       out[1] = cv ? load_param(ptr, p_.param_dtype, c + 1) : 0.f;
     };
 
+    if (p_.whole_groups) {  // uniform: the same for every thread of the launch
+      if constexpr (NQ % 4 == 0) {
+        if (cg == 32) return whole_groups<4, NQ / 4>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
+      }
+      if constexpr (NQ % 2 == 0) {
+        if (cg == 16) return whole_groups<2, NQ / 2>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
+      }
+      if (cg == 8) return whole_groups<1, NQ>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
+    }
 #pragma unroll 1
     for (int q0 = 0; q0 < NQ; q0 += span) {
       // Pass 1: bias and pre, written back; row sums. s[r][v0]: row r (+8 r), column parity v0.
@@ -285,21 +300,101 @@ class GnEpilogue {
         }
       }
     }
-    if (reduce && tile_n * size<1>(blk_shape) < p_.C) {  // (a tile past C has no partial slot)
-      // The row's 4 lanes hold all of its columns in this tile: combine them; lane 0 of the quad publishes.
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-#pragma unroll
-        for (int o = 1; o < 4; o <<= 1) {
-          const RedState b{__shfl_xor_sync(0xffffffffu, red[r].a, o), __shfl_xor_sync(0xffffffffu, red[r].s, o)};
-          red[r] = red_combine(p_.reduce, red[r], b);
-        }
-        if ((threadIdx.x & 3) == 0 && row_in[r]) p_.partials[tile_n * p_.M + row0 + 8 * r] = red[r];
-      }
-    }
+    if (reduce) publish_partials(red, row0, tile_n, size<1>(blk_shape), row_in);
   }
 
  private:
+  // The row's 4 lanes hold all of its columns in this tile: combine them; lane 0 of the quad publishes the tile's
+  // partial (a tile past C has no partial slot).
+  CUTLASS_DEVICE void publish_partials(RedState (&red)[2], int64_t row0, int64_t tile_n, int64_t tile_cols,
+                                       const bool (&row_in)[2]) const {
+    if (tile_n * tile_cols >= p_.C) return;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int o = 1; o < 4; o <<= 1) {
+        const RedState b{__shfl_xor_sync(0xffffffffu, red[r].a, o), __shfl_xor_sync(0xffffffffu, red[r].s, o)};
+        red[r] = red_combine(p_.reduce, red[r], b);
+      }
+      if ((threadIdx.x & 3) == 0 && row_in[r]) p_.partials[tile_n * p_.M + row0 + 8 * r] = red[r];
+    }
+  }
+
+  // Groups of 8·S channels, one at a time (NG of them in this thread's columns); see gn_epilogue_group.cuh.
+  template <int S, int NG, class Acc>
+  CUTLASS_DEVICE void whole_groups(const Acc& acc, int64_t row0, int64_t col0, int64_t tile_n, int64_t tile_cols,
+                                   const bool (&row_in)[2]) const {
+    using T = typename StorageOf<ElementD>::type;
+    constexpr int V = 4 * S;
+    const bool modify = p_.bias != nullptr || p_.pre.num_steps > 0;
+    const bool reduce = p_.reduce != FUSEDOPS_REDUCE_NONE;
+    const int32_t pd = p_.param_dtype;
+    RedState red[2] = {red_init(p_.reduce), red_init(p_.reduce)};
+    // A group lies wholly inside C or wholly past it (C is a multiple of the group size): one validity a group,
+    // the same for every lane of the warp (all lanes share the quads' column blocks). Registers are what limits
+    // this loop (the 128 accumulators stay live through it): the bias is loaded one group ahead, gamma and beta
+    // only after the statistics (every warp of the tile reads the same channels, so they are mostly L1 hits).
+    T* const y_rows[2] = {static_cast<T*>(p_.y) + row0 * p_.C, static_cast<T*>(p_.y) + (row0 + 8) * p_.C};
+    float bias_n[2 * S];
+    group_params<S>(p_.bias, pd, col0, col0 < p_.C, bias_n);
+#pragma unroll 1
+    for (int g = 0; g < NG; ++g) {
+      const int64_t c0 = col0 + 8 * S * g;
+      const bool valid = c0 < p_.C;
+      float v[V];
+      group_values<S, NG>(g, acc, v);
+      if (modify) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[i] += bias_n[channel_slot<S>(i)];  // 0 without a bias
+      }
+      if (g + 1 < NG) {
+        const int64_t c1 = c0 + 8 * S;
+        group_params<S>(p_.bias, pd, c1, c1 < p_.C, bias_n);
+      }
+      if (!valid) continue;  // warp-uniform
+      if (p_.whole_groups == kStoreAccumulatorsForTiming) {
+#pragma unroll
+        for (int j = 0; j < S; ++j)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            if (row_in[r]) store_pair(y_rows[r] + c0 + 8 * j, v[4 * j + 2 * r], v[4 * j + 2 * r + 1]);
+        continue;
+      }
+      if (modify) group_chain<S>(p_.pre, v, c0, valid, p_.ex, pd);
+      // Exact two-pass statistics over the group's 8·S channels of each row (the quad's 4 lanes hold them all).
+      float mean[2], rstd[2];
+      group_row_sums<S>(v, mean);
+      mean[0] *= p_.inv_cg, mean[1] *= p_.inv_cg;
+      group_row_square_deviations<S>(v, mean, rstd);
+      rstd[0] = rsqrtf(rstd[0] * p_.inv_cg + p_.eps), rstd[1] = rsqrtf(rstd[1] * p_.inv_cg + p_.eps);
+      {
+        float gamma[2 * S], beta[2 * S];
+        group_params<S>(p_.gamma, pd, c0, valid, gamma);
+        group_params<S>(p_.beta, pd, c0, valid, beta);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const int r = (i / 2) % 2, k = channel_slot<S>(i);
+          v[i] = (v[i] - mean[r]) * (rstd[r] * gamma[k]) + beta[k];
+        }
+      }
+      group_chain<S>(p_.post, v, c0, valid, p_.ex, pd);
+      if (!reduce) {
+#pragma unroll
+        for (int j = 0; j < S; ++j)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            if (row_in[r]) store_pair(y_rows[r] + c0 + 8 * j, v[4 * j + 2 * r], v[4 * j + 2 * r + 1]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const int r = (i / 2) % 2;
+          red[r] = red_combine(p_.reduce, red[r], red_value(p_.reduce, v[i]));
+        }
+      }
+    }
+    if (reduce) publish_partials(red, row0, tile_n, tile_cols, row_in);
+  }
+
   Params const& p_;
 };
 
