@@ -210,6 +210,9 @@ def test_automatic_plans_take_the_skinny_kernel_up_to_the_measured_rows(dtype, r
     assert choice(desc(M=1, K=8190))[0] == abi.GEMM_CUBLASLT
     assert choice(desc(M=1), gemm_kernel=abi.GEMM_CUBLASLT)[0] == abi.GEMM_CUBLASLT
     assert choice(desc(M=1, allow_tf32=0), fp32_gemm=2)[0] == abi.GEMM_CUTLASS  # 3xTF32 asked for: CUTLASS
+    # a forced kernel wins over the automatic skinny choice (it did not: the GPU tests of the forced CUTLASS kernel
+    # at M = 1 ran the skinny kernel, found on the H200 2026-11-26)
+    assert choice(desc(M=1), gemm_kernel=abi.GEMM_CUTLASS)[0] == abi.GEMM_CUTLASS
 
 
 def test_only_complete_gemm_descriptors_are_judged():

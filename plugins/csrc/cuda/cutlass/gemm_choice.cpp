@@ -181,14 +181,6 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
     *out = c;
     return FUSEDOPS_OK;
   }
-  if (kSkinnyAutomatic && o.fp32_gemm != 2 && skinny.empty() && gn.N <= skinny_auto_rows(gn.x_dtype)) {
-    char buf[160];
-    snprintf(buf, sizeof buf, "skinny: %lld rows, the GEMM is a read of W", (long long)gn.N);
-    c.kernel = FUSEDOPS_GEMM_SKINNY;
-    c.why = buf;
-    *out = c;
-    return FUSEDOPS_OK;
-  }
   const std::string blocker = cutlass_blocker(d, dev, strict_fp32, three, cfg, count, c.config);
   if (o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || (strict_fp32 && o.fp32_gemm == 2)) {
     if (!blocker.empty())
@@ -197,6 +189,14 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
                          blocker.c_str());
     c.kernel = FUSEDOPS_GEMM_CUTLASS;
     c.why = std::string("CUTLASS ") + mode_name(c.mode) + " " + cfg[c.config].name + ": forced by the plan options";
+    *out = c;
+    return FUSEDOPS_OK;
+  }
+  if (kSkinnyAutomatic && o.fp32_gemm != 2 && skinny.empty() && gn.N <= skinny_auto_rows(gn.x_dtype)) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "skinny: %lld rows, the GEMM is a read of W", (long long)gn.N);
+    c.kernel = FUSEDOPS_GEMM_SKINNY;
+    c.why = buf;
     *out = c;
     return FUSEDOPS_OK;
   }
