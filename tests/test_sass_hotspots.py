@@ -1,0 +1,35 @@
+"""tools/sass_hotspots.py: stall samples of Nsight Compute's SASS source page, by opcode and by instruction."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("sass_hotspots", ROOT / "tools" / "sass_hotspots.py")
+sass_hotspots = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sass_hotspots)
+
+HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)",'
+          '"Instructions Executed"\n')
+
+
+def test_samples_are_summed_by_opcode_and_the_top_lines_listed(tmp_path, capsys):
+    csv = tmp_path / "sass.csv"
+    csv.write_text('"ncu preamble"\n' + HEADER +
+                   '"0x10","HGMMA.64x256x8.F32.TF32 R24, gdesc[UR8], R24","1,200","1000","50"\n'
+                   '"0x20","@P0 SHFL.BFLY PT, R3, R2, 0x1, 0x1f","300","200","10"\n'
+                   '"0x30","LDL R154, [R1+0x90]","500","400","40"\n')
+    assert sass_hotspots.main([str(csv), "2"]) == 0
+    out = capsys.readouterr().out
+    assert "stall samples: 2000 over 3 instructions" in out
+    assert "HGMMA 60.0%, LDL 25.0%, SHFL 15.0%" in out  # a predicate (@P0) is not the opcode
+    top = out.split("top 2 instructions")[1].splitlines()[1:]
+    assert len(top) == 2 and "HGMMA" in top[0] and "LDL" in top[1]
+
+
+def test_a_file_without_the_table_is_named(tmp_path, capsys):
+    csv = tmp_path / "other.csv"
+    csv.write_text('"==PROF== error"\n')
+    assert sass_hotspots.main([str(csv)]) == 1
+    assert "no SASS source table" in capsys.readouterr().out
