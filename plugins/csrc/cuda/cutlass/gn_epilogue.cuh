@@ -54,7 +54,9 @@ struct GnEpilogueParams {
 // X W^T, no GroupNorm, i.e. a WRONG result, so that a bench can time the mainloop and the stores of this kernel alone.
 constexpr int32_t kStoreAccumulatorsForTiming = 2;
 
-// The 4 accumulator values of quad q (flat indices 4q .. 4q+3) through a jump table: each case names its registers.
+// f(k) for the static k == q (< NQ) through a jump table: each case names its registers (the 4 accumulators of quad q,
+// or those of group q in the whole-group walk); a dynamic index into the accumulator array would put it in local
+// memory.
 #define FUSEDOPS_QUAD_CASE(k)                                     \
   case k:                                                         \
     if constexpr ((k) < NQ) f(std::integral_constant<int, (k)>{}); \
@@ -342,7 +344,11 @@ class GnEpilogue {
       const int64_t c0 = col0 + 8 * S * g;
       const bool valid = c0 < p_.C;
       float v[V];
-      group_values<S, NG>(g, acc, v);
+      with_static_quad<NG>(g, [&](auto k) {  // the group's 4·S accumulators, through the jump table over g
+        constexpr int b = 4 * S * decltype(k)::value;
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[i] = acc(b + i);
+      });
       if (modify) {
 #pragma unroll
         for (int i = 0; i < V; ++i) v[i] += bias_n[channel_slot<S>(i)];  // 0 without a bias

@@ -2,8 +2,8 @@
 // of a thread's 8-column quads). gn_epilogue.cuh's generic path walks the accumulators one quad at a time in three
 // passes, so every quad pays a jump-table dispatch per pass, a chain-step dispatch per step and a dependent parameter
 // load. Here a group's 4·S values are fetched once (one jump-table dispatch), each chain step is dispatched once for
-// all of them, the statistics and the normalisation run on registers, and the next group's bias / gamma / beta are
-// loaded while this one computes, so the loads' latency is not paid in turn.
+// all of them, the statistics and the normalisation run on registers, and the next group's bias is loaded while this
+// one computes (gamma and beta after the statistics), so the loads' latency is not paid in turn.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -14,31 +14,6 @@
 namespace fusedops {
 namespace cuda {
 namespace cutlass_gemm {
-
-// The 4·S accumulators of group g (flat indices 4·S·g ...) through a jump table over g: each case names its registers
-// (a dynamic index into the accumulator array would put it in local memory).
-#define FUSEDOPS_GROUP_CASE(k)                                             \
-  case k:                                                                  \
-    if constexpr ((k) < NG) {                                              \
-      _Pragma("unroll") for (int i = 0; i < 4 * S; ++i) v[i] = acc(4 * S * (k) + i); \
-    }                                                                      \
-    break;
-template <int S, int NG, class Acc>
-CUTLASS_DEVICE void group_values(int g, const Acc& acc, float (&v)[4 * S]) {
-  static_assert(NG <= 32, "the jump table covers 32 groups");
-  switch (g) {
-    FUSEDOPS_GROUP_CASE(0) FUSEDOPS_GROUP_CASE(1) FUSEDOPS_GROUP_CASE(2) FUSEDOPS_GROUP_CASE(3)
-    FUSEDOPS_GROUP_CASE(4) FUSEDOPS_GROUP_CASE(5) FUSEDOPS_GROUP_CASE(6) FUSEDOPS_GROUP_CASE(7)
-    FUSEDOPS_GROUP_CASE(8) FUSEDOPS_GROUP_CASE(9) FUSEDOPS_GROUP_CASE(10) FUSEDOPS_GROUP_CASE(11)
-    FUSEDOPS_GROUP_CASE(12) FUSEDOPS_GROUP_CASE(13) FUSEDOPS_GROUP_CASE(14) FUSEDOPS_GROUP_CASE(15)
-    FUSEDOPS_GROUP_CASE(16) FUSEDOPS_GROUP_CASE(17) FUSEDOPS_GROUP_CASE(18) FUSEDOPS_GROUP_CASE(19)
-    FUSEDOPS_GROUP_CASE(20) FUSEDOPS_GROUP_CASE(21) FUSEDOPS_GROUP_CASE(22) FUSEDOPS_GROUP_CASE(23)
-    FUSEDOPS_GROUP_CASE(24) FUSEDOPS_GROUP_CASE(25) FUSEDOPS_GROUP_CASE(26) FUSEDOPS_GROUP_CASE(27)
-    FUSEDOPS_GROUP_CASE(28) FUSEDOPS_GROUP_CASE(29) FUSEDOPS_GROUP_CASE(30) FUSEDOPS_GROUP_CASE(31)
-    default: break;
-  }
-}
-#undef FUSEDOPS_GROUP_CASE
 
 // Value i of a group is (quad i / 4, row half (i / 2) % 2, column parity i % 2): its channel is the group's first
 // column of this thread + 8 (i / 4) + i % 2, i.e. per-channel operand k = 2 (i / 4) + i % 2.
