@@ -13,10 +13,8 @@ torch.addmm (cuBLAS) in the same precision with the bias, into a preallocated ou
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -108,20 +106,6 @@ class matmul_precision:
 
     def __exit__(self, *exc):
         torch.set_float32_matmul_precision(self.old)
-
-
-@contextlib.contextmanager
-def env(name: str, value: str):
-    """The environment variable set to value for the block (the plan reads FUSEDOPS_CUTLASS_EPILOGUE when made)."""
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = old
 
 
 def inputs(M, K, C, dtype, seed, kind="uniform"):
@@ -226,15 +210,6 @@ def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) 
                         f = Fused(t, a, abi.PlanOptions(gemm_kernel=2, cutlass_config=cfg))
                         r[f"cfg{cfg}_ms"] = round(time_ms(f, iters, warmup), 4)
                         r[f"cfg{cfg}"] = f.plan.kernels.split(",")[1]
-                        if f.plan.kernels.split(")")[0].endswith(",groups"):  # the same kernel, quad epilogue
-                            with env("FUSEDOPS_CUTLASS_EPILOGUE", "quad"):
-                                fq = Fused(t, a, abi.PlanOptions(gemm_kernel=2, cutlass_config=cfg))
-                            r[f"cfg{cfg}_quads_ms"] = round(time_ms(fq, iters, warmup), 4)
-                            if "reduce" not in kw:  # (a reduction's plan has no Y to store into)
-                                with env("FUSEDOPS_CUTLASS_EPILOGUE", "store_accumulators_for_timing"):
-                                    fs = Fused(t, a, abi.PlanOptions(gemm_kernel=2, cutlass_config=cfg))
-                                assert "TIMING-ONLY" in fs.plan.kernels, fs.plan.kernels
-                                r[f"cfg{cfg}_store_only_ms"] = round(time_ms(fs, iters, warmup), 4)
                 rows.append(r)
                 print(json.dumps(r), flush=True)
         del t, x, w, z

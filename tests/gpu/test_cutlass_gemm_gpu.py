@@ -151,21 +151,15 @@ def test_tf32_kernel_matches_float64(M, K, C, G, chain):
 
 
 @pytest.mark.parametrize("chain", [CHAINS[0], CHAINS[2], CHAINS[3], CHAINS[4]], ids=lambda c: "|".join(c))
-@pytest.mark.parametrize("G", [64, 32, 16])  # groups of 8, 16, 32 channels: the whole-group epilogue's sizes
-def test_both_epilogue_paths_match_float64(G, chain, monkeypatch):
-    """Groups of 8 / 16 / 32 channels take the whole-group epilogue; FUSEDOPS_CUTLASS_EPILOGUE=quad forces the
-    quad-at-a-time one (the path of every other group size) on the same kernel. Both against float64."""
+@pytest.mark.parametrize("G,path", [(64, "groups"), (32, "groups"), (16, "groups"), (128, "quads")])
+def test_both_epilogue_paths_match_float64(G, path, chain):
+    """Groups of 8 / 16 / 32 channels take the whole-group epilogue, other sizes the quad walk: the plan names it."""
     pre, post, reduce = chain
     x, w, b, gamma, beta, extras = inputs(300, 256, 512, G + 11)
     a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce)
-    want = ref(x, w, b, gamma, beta, extras, a)
     got, kernels = run(x, w, b, gamma, beta, extras, a, CUTLASS)
-    assert ",groups)" in kernels, kernels
-    assert_close(got, want, 1e-2, f"whole groups G={G} {chain}")
-    monkeypatch.setenv("FUSEDOPS_CUTLASS_EPILOGUE", "quad")
-    got_q, kernels_q = run(x, w, b, gamma, beta, extras, a, CUTLASS)
-    assert ",quads)" in kernels_q, kernels_q
-    assert_close(got_q, want, 1e-2, f"quads G={G} {chain}")
+    assert f",{path})" in kernels, kernels
+    assert_close(got, ref(x, w, b, gamma, beta, extras, a), 1e-2, f"{path} G={G} {chain}")
 
 
 @pytest.mark.parametrize("config", [1, 2, 3])

@@ -8,8 +8,7 @@
 #   PyTorch ops library and so a longer build)
 #
 # `plain` builds and times CUTLASS's own GEMM in the same tile configurations (tools/cutlass_plain_gemm.cu: the
-# mainloop's floor); `profile` runs ncu on one fused call (PROFILE_ARGS, default model 1 TF32 configuration 1; both
-# epilogue paths). BENCH_PRECISIONS limits `bench` (default: all).
+# mainloop's floor); `profile` runs ncu on one fused call (PROFILE_ARGS, default model 1 TF32 configuration 1). BENCH_PRECISIONS limits `bench` (default: all).
 # Carry third_party/eigen3 and third_party/wheels (the nvidia-cutlass wheel that scripts/get_cutlass.sh downloads,
 # 6.4 MB; the machine has no network) or third_party/cutlass (its unpacked headers, 27 MB). Builds for sm_90 only
 # into build/cutlass_device (FUSEDOPS_BUILD_DIR), so other builds on the machine are left alone.
@@ -110,9 +109,9 @@ if has bench; then
   echo "bench: $((SECONDS - t0)) s"
 fi
 if has profile; then  # ncu with stall sampling on one call: the summary and the 30 SASS lines that stall most
-  for path in ${PROFILE_PATHS:-group}; do
+  for path in groups; do
     t0=$SECONDS
-    FUSEDOPS_CUTLASS_EPILOGUE=$path timeout 300 ncu --kernel-name regex:device_kernel --launch-skip 1 --launch-count 1 \
+    timeout 300 ncu --kernel-name regex:device_kernel --launch-skip 1 --launch-count 1 \
       --section SpeedOfLight --section WarpStateStats --section SourceCounters --section LaunchStats \
       --metrics smsp__sass_inst_executed_op_local_ld.sum,smsp__sass_inst_executed_op_local_st.sum,smsp__inst_executed.sum \
       -f -o "$out/prof_$path" $py tools/cutlass_bench.py profile ${PROFILE_ARGS:-} >"$out/ncu_$path.log" 2>&1 || rc=1

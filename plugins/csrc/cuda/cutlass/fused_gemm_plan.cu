@@ -2,8 +2,6 @@
 // epilogue's shape-only parameters, and with a channel reduction the finishing kernel that combines the per-tile
 // partials of each row (one thread a row, tiles in a fixed order: deterministic).
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <algorithm>
 
@@ -87,15 +85,8 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
   e.param_dtype = gn.param_dtype;
   e.eps = gn.epsilon;
   e.inv_cg = 1.f / float(e.cg);
-  // Groups of 8 / 16 / 32 channels take the whole-group epilogue; FUSEDOPS_CUTLASS_EPILOGUE=quad forces the
-  // quad-at-a-time one for every group size (tools/cutlass_bench.py times both), and =store_accumulators_for_timing
-  // a plan that skips the GroupNorm (wrong results; for timing the kernel's mainloop and stores alone).
-  const char* forced = getenv("FUSEDOPS_CUTLASS_EPILOGUE");
-  const bool group_size_fits = e.cg == 8 || e.cg == 16 || e.cg == 32;
-  e.whole_groups = group_size_fits && !(forced && strcmp(forced, "quad") == 0) ? 1 : 0;
-  if (group_size_fits && gn.reduce == FUSEDOPS_REDUCE_NONE && forced &&
-      strcmp(forced, "store_accumulators_for_timing") == 0)
-    e.whole_groups = kStoreAccumulatorsForTiming;
+  // Groups of 8 / 16 / 32 channels take the whole-group epilogue, other sizes the quad walk (gn_epilogue.cuh).
+  e.whole_groups = e.cg == 8 || e.cg == 16 || e.cg == 32 ? 1 : 0;
   const GemmShape shape{int(gn.N), int(gn.C), int(d.d.K)};
   int rc = make(shape, e, device, sm_count, &p->kernel, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
@@ -105,9 +96,7 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
   p->pair_bytes = gn.x_dtype == FUSEDOPS_F32 ? 8 : 4;
   char buf[192];
   snprintf(buf, sizeof buf, "cutlass_gn_gemm(%s,%s,Cg=%d,%s)", mode_text(choice.mode), t.name, e.cg,
-           e.whole_groups == kStoreAccumulatorsForTiming ? "TIMING-ONLY-no-groupnorm"
-           : e.whole_groups                              ? "groups"
-                                                         : "quads");
+           e.whole_groups ? "groups" : "quads");
   *text = buf;
   *workspace = 0;
   if (gn.reduce != FUSEDOPS_REDUCE_NONE) {

@@ -50,9 +50,6 @@ struct GnEpilogueParams {
   float inv_cg = 1.f;
   int32_t whole_groups = 1;  // 1: groups of 8 / 16 / 32 channels take the whole-group path (gn_epilogue_group.cuh)
 };
-// whole_groups value of a timing-only plan (FUSEDOPS_CUTLASS_EPILOGUE=store_accumulators_for_timing): Y = bias +
-// X W^T, no GroupNorm, i.e. a WRONG result, so that a bench can time the mainloop and the stores of this kernel alone.
-constexpr int32_t kStoreAccumulatorsForTiming = 2;
 
 // f(k) for the static k == q (< NQ) through a jump table: each case names its registers (the 4 accumulators of quad q,
 // or those of group q in the whole-group walk); a dynamic index into the accumulator array would put it in local
@@ -358,14 +355,6 @@ class GnEpilogue {
         group_params<S>(p_.bias, pd, c1, c1 < p_.C, bias_n);
       }
       if (!valid) continue;  // warp-uniform
-      if (p_.whole_groups == kStoreAccumulatorsForTiming) {
-#pragma unroll
-        for (int j = 0; j < S; ++j)
-#pragma unroll
-          for (int r = 0; r < 2; ++r)
-            if (row_in[r]) store_pair(y_rows[r] + c0 + 8 * j, v[4 * j + 2 * r], v[4 * j + 2 * r + 1]);
-        continue;
-      }
       if (modify) group_chain<S>(p_.pre, v, c0, valid, p_.ex, pd);
       // Exact two-pass statistics over the group's 8·S channels of each row (the quad's 4 lanes hold them all).
       float mean[2], rstd[2];
