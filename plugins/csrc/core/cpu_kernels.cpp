@@ -7,24 +7,16 @@
 // stay in a per-thread scratch when the group fits (else pass 2 recomputes them). Pass 2 normalises, applies `post`
 // and stores. With a channel reduction the statistics come first, then tasks over (sample, block of positions)
 // stream all channels through the reduction.
-// GemmGroupNormAct: a cache-blocked GEMM in 2-D tiles (mostly column blocks, so each thread packs only its slice of
-// W) into a float32 Z, then the epilogue — bias, pre, GroupNorm, post, reduce — over blocks of rows. The tile GEMM is
-// a run-time loaded BLAS's single-threaded SGEMM when one is available (cpu_blas.h: OpenBLAS runs ~2x Eigen's speed
-// on AVX2), else Eigen's.
-// (Row blocks with the epilogue on the hot block were tried first: every thread then repacks all of W, which on
-// 16 cores made the GEMM ~2x slower than MLAS; writing and re-reading Z costs far less.)
-#define EIGEN_DONT_PARALLELIZE  // threads come from our pool, one Eigen GEMM per task
-#include <Eigen/Core>
-
+// GemmGroupNormAct: cpu_gemm.cpp (tiled GEMM through a run-time BLAS or Eigen, then the row epilogue).
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
-#include <memory>
 #include <new>
 #include <vector>
 
 #include "core/cpu_blas.h"
+#include "core/cpu_gemm.h"
 #include "core/cpu_small_s.h"
 #include "core/cpu_util.h"
 #include "core/message.h"
@@ -34,7 +26,6 @@ namespace {
 using fusedops::cpu::ChannelParams;
 using fusedops::cpu::Moments;
 using fusedops::cpu::ReduceAcc;
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 constexpr int64_t kChunk = 1024;                   // elements per block: stays in L1 between passes
 constexpr int64_t kScratchMaxFloats = 1LL << 22;  // per-thread scratch for one group (16 MiB)
@@ -221,182 +212,6 @@ void groupnorm_reduce(const fusedops_groupnorm_desc& d, const void* x, const Cha
   });
 }
 
-// Mean and 1/std of each of a row's G contiguous groups of cpg <= kChunk values: the exact two-pass moments of
-// Moments::merge_block for one block (double, four accumulators), with the divisions and square roots batched over
-// the row's groups afterwards. Per group they formed one dependent vdivsd / vsqrtsd chain that cost more than all
-// other epilogue passes together (perf, 2026-11-23: half the epilogue's time for C = 512, 32 groups).
-void row_group_stats(const float* z, int64_t G, int64_t cpg, double eps, double* mean, double* rstd) {
-  const double inv_n = 1.0 / static_cast<double>(cpg);
-  for (int64_t g = 0; g < G; ++g) {
-    const float* v = z + g * cpg;
-    double s[4] = {0, 0, 0, 0}, q[4] = {0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 4 <= cpg; i += 4)
-      for (int k = 0; k < 4; ++k) s[k] += static_cast<double>(v[i + k]);
-    for (; i < cpg; ++i) s[0] += static_cast<double>(v[i]);
-    const double m = ((s[0] + s[1]) + (s[2] + s[3])) * inv_n;
-    for (i = 0; i + 4 <= cpg; i += 4)
-      for (int k = 0; k < 4; ++k) {
-        const double dv = static_cast<double>(v[i + k]) - m;
-        q[k] += dv * dv;
-      }
-    for (; i < cpg; ++i) q[0] += (static_cast<double>(v[i]) - m) * (static_cast<double>(v[i]) - m);
-    mean[g] = m;
-    rstd[g] = ((q[0] + q[1]) + (q[2] + q[3])) * inv_n;  // the variance until the line below
-  }
-  // Eigen's packet sqrt / divide: a plain std::sqrt loop stays scalar (errno handling keeps it from vectorising).
-  Eigen::Map<Eigen::ArrayXd> r(rstd, G);
-  r = (r + eps).sqrt().inverse();
-}
-
-// Epilogue of one GEMM row z[0..C): bias, pre, GroupNorm over contiguous channel groups, post, reduce/store.
-// stats: scratch of 2·G doubles.
-void gemm_row_epilogue(const fusedops_groupnorm_desc& d, const ChannelParams& p, float* z, int64_t row, void* y,
-                       double* stats) {
-  const int64_t C = d.C, G = d.num_groups, cpg = C / G;
-  if (!p.bias.empty()) {  // bias is optional in the ABI (NULL = none)
-    const float* bias = p.bias.data();
-    for (int64_t c = 0; c < C; ++c) z[c] += bias[c];
-  }
-  fusedops::cpu::apply_chain(d.pre, z, C, p.ex, 0, true);
-  double *gmean = stats, *grstd = stats + G;
-  if (cpg <= kChunk) {
-    row_group_stats(z, G, cpg, static_cast<double>(d.epsilon), gmean, grstd);
-  } else {  // groups longer than a block: blocks merged (Chan), as the GroupNorm kernels do
-    for (int64_t g = 0; g < G; ++g) {
-      Moments m;
-      for (int64_t o = 0; o < cpg; o += kChunk) m.merge_block(z + g * cpg + o, std::min(kChunk, cpg - o));
-      gmean[g] = m.mean;
-      grstd[g] = 1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon));
-    }
-  }
-  for (int64_t g = 0; g < G; ++g) {
-    float* v = z + g * cpg;
-    const float mean = static_cast<float>(gmean[g]), rstd = static_cast<float>(grstd[g]);
-    const float* gm = p.gamma.data() + g * cpg;
-    const float* bt = p.beta.data() + g * cpg;
-    for (int64_t c = 0; c < cpg; ++c) v[c] = (v[c] - mean) * (rstd * gm[c]) + bt[c];
-  }
-  fusedops::cpu::apply_chain(d.post, z, C, p.ex, 0, true);
-  if (d.reduce == FUSEDOPS_REDUCE_NONE) {
-    fusedops::cpu::store_from_f32(z, C, y, d.x_dtype, row * C);
-  } else {
-    ReduceAcc acc;
-    fusedops::cpu::reduce_init(d.reduce, &acc, 1);
-    fusedops::cpu::reduce_span(d.reduce, acc, z, C);
-    const float r = fusedops::cpu::reduce_final(d.reduce, acc, C);
-    fusedops::cpu::store_from_f32(&r, 1, y, d.x_dtype, row);
-  }
-}
-
-// Z(rows x C) = X(rows x K) · op(W) with W (C, K) when trans_b, else (K, C); wf is float32. `blas` (nullptr:
-// Eigen) is read once per GEMM so every tile of one call uses the same library.
-void gemm_block(fusedops::cpu::SgemmFn blas, const float* xf, int64_t rows, int64_t K, const float* wf, int64_t C,
-                bool trans_b, int64_t c0, int64_t nc, float* z, int64_t ldz) {
-  if (blas) {  // row-major CBLAS: 101; A not transposed 111; B transposed 112 (W is C x K) or not 111 (K x C)
-    if (K == 0) {  // CBLAS requires leading dimensions >= 1 and some BLAS reject K = 0 without writing C
-      for (int64_t r = 0; r < rows; ++r) std::fill_n(z + r * ldz, nc, 0.0f);
-      return;
-    }
-    blas(101, 111, trans_b ? 112 : 111, static_cast<int>(rows), static_cast<int>(nc), static_cast<int>(K), 1.0f, xf,
-         static_cast<int>(K), trans_b ? wf + c0 * K : wf + c0, static_cast<int>(trans_b ? K : C), 0.0f, z,
-         static_cast<int>(ldz));
-    return;
-  }
-  Eigen::Map<const RowMat> X(xf, rows, K);
-  Eigen::Map<RowMat, 0, Eigen::OuterStride<>> Z(z, rows, nc, Eigen::OuterStride<>(ldz));
-  if (trans_b) {
-    Eigen::Map<const RowMat> W(wf + c0 * K, nc, K);
-    Z.noalias() = X * W.transpose();
-  } else {
-    Eigen::Map<const RowMat, 0, Eigen::OuterStride<>> W(wf + c0, K, nc, Eigen::OuterStride<>(C));
-    Z.noalias() = X * W;
-  }
-}
-
-void gemm_groupnorm(const fusedops_gemm_desc& gd, const void* x, const void* w, const ChannelParams& p, void* y) {
-  const fusedops_groupnorm_desc& d = gd.gn;
-  const int64_t M = d.N, C = d.C, K = gd.K;
-  const int T = fusedops::cpu::num_threads();
-  const bool f32 = d.x_dtype == FUSEDOPS_F32;
-  // 16-bit W / X: one conversion to float32, then the float32 GEMM (float32 accumulation either way).
-  std::vector<float> wconv;
-  const float* wf = static_cast<const float*>(w);
-  if (!f32) {
-    wconv.resize(C * K);
-    const int64_t blk = std::max<int64_t>(1, (C * K + 4 * T - 1) / (4 * T));
-    const int64_t n = (C * K + blk - 1) / blk;
-    fusedops::cpu::parallel_for(n, C * K, [&](int64_t t) {
-      const int64_t o = t * blk, len = std::min(blk, C * K - o);
-      fusedops::cpu::load_f32(w, d.x_dtype, o, len, wconv.data() + o);
-    });
-    wf = wconv.data();
-  }
-  const bool trans_b = gd.trans_b != 0;
-  const int64_t gemm_work = M * C * K;
-  // The BLAS takes int dimensions; leading dimensions are at most max(K, C).
-  const fusedops::cpu::SgemmFn blas =
-      std::max({M, C, K}) <= fusedops::cpu::kBlasMaxDim ? fusedops::cpu::blas_sgemm() : nullptr;
-  if (gemm_work < (1 << 18)) {
-    // Tiny problem: one task, no thread wake-ups.
-    std::vector<float> z(C), xrow(K);
-    std::vector<double> stats(2 * d.num_groups);
-    for (int64_t r = 0; r < M; ++r) {
-      const float* xf = static_cast<const float*>(x) + r * K;
-      if (!f32) {
-        fusedops::cpu::load_f32(x, d.x_dtype, r * K, K, xrow.data());
-        xf = xrow.data();
-      }
-      gemm_block(blas, xf, 1, K, wf, C, trans_b, 0, C, z.data(), C);
-      gemm_row_epilogue(d, p, z.data(), r, y, stats.data());
-    }
-    return;
-  }
-  // Phase 1: Z = X·op(W) in 2-D tiles. Each tile's Eigen GEMM packs its X rows and W columns, so the tiling
-  // decides the repacking traffic: W (C·K) is repacked once per row block and X (M·K) once per column block.
-  // Split columns first (W is usually the larger operand), rows only when there are too few column blocks;
-  // about two tiles per thread keep the dynamic schedule balanced when other processes share the cores.
-  const int64_t want_tiles = 2 * static_cast<int64_t>(T);
-  const int64_t max_tn = std::max<int64_t>(1, C / 64), max_tm = std::max<int64_t>(1, M / 8);
-  int64_t tn, tm;
-  if (C >= M) {  // W (C·K) is at least as large as X (M·K)
-    tn = std::min(want_tiles, max_tn);
-    tm = std::min((want_tiles + tn - 1) / tn, max_tm);
-  } else {
-    tm = std::min(want_tiles, max_tm);
-    tn = std::min((want_tiles + tm - 1) / tm, max_tn);
-  }
-  int64_t cb = (C + tn - 1) / tn;
-  cb = std::min(C, (cb + 15) / 16 * 16);
-  tn = (C + cb - 1) / cb;
-  const int64_t rb = (M + tm - 1) / tm;
-  tm = (M + rb - 1) / rb;
-  std::unique_ptr<float[]> z(new float[static_cast<size_t>(M * C)]);  // uninitialised: every tile writes its part
-  std::vector<float> xconv;
-  const float* xf = static_cast<const float*>(x);
-  if (!f32) {
-    xconv.resize(M * K);
-    const int64_t blk = std::max<int64_t>(1, (M * K + 4 * T - 1) / (4 * T));
-    fusedops::cpu::parallel_for((M * K + blk - 1) / blk, M * K, [&](int64_t t) {
-      const int64_t o = t * blk, len = std::min(blk, M * K - o);
-      fusedops::cpu::load_f32(x, d.x_dtype, o, len, xconv.data() + o);
-    });
-    xf = xconv.data();
-  }
-  fusedops::cpu::parallel_for(tm * tn, [&](int64_t t) {
-    const int64_t r0 = (t / tn) * rb, c0 = (t % tn) * cb;
-    const int64_t rows = std::min(rb, M - r0), nc = std::min(cb, C - c0);
-    gemm_block(blas, xf + r0 * K, rows, K, wf, C, trans_b, c0, nc, z.get() + r0 * C + c0, C);
-  });
-  // Phase 2: the epilogue needs whole rows (groups and the channel reduction span all of C).
-  const int64_t eb = std::max<int64_t>(1, std::min<int64_t>(64, M / (4 * T)));
-  fusedops::cpu::parallel_for((M + eb - 1) / eb, M * C, [&](int64_t t) {
-    std::vector<double> stats(2 * d.num_groups);
-    for (int64_t r = t * eb; r < std::min(M, (t + 1) * eb); ++r)
-      gemm_row_epilogue(d, p, z.get() + r * C, r, y, stats.data());
-  });
-}
-
 }  // namespace
 
 extern "C" {
@@ -444,7 +259,7 @@ FUSEDOPS_API int fusedops_gemm_groupnorm_act_cpu(const fusedops_gemm_desc* d, co
   try {
     ChannelParams p;
     p.load(d->gn, gamma, beta, bias, extras, used);
-    gemm_groupnorm(*d, x, w, p, y);
+    fusedops::cpu::gemm_groupnorm(*d, x, w, p, y);
   } catch (const std::bad_alloc&) {
     set_err(err, err_len, "out of host memory");
     return FUSEDOPS_ERR_INVALID_ARGUMENT;
