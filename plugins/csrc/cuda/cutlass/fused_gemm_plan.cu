@@ -85,8 +85,6 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
   e.param_dtype = gn.param_dtype;
   e.eps = gn.epsilon;
   e.inv_cg = 1.f / float(e.cg);
-  // Groups of 8 / 16 / 32 channels take the whole-group epilogue, other sizes the quad walk (gn_epilogue.cuh).
-  e.whole_groups = e.cg == 8 || e.cg == 16 || e.cg == 32 ? 1 : 0;
   const GemmShape shape{int(gn.N), int(gn.C), int(d.d.K)};
   int rc = make(shape, e, device, sm_count, &p->kernel, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
@@ -96,7 +94,7 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
   p->pair_bytes = gn.x_dtype == FUSEDOPS_F32 ? 8 : 4;
   char buf[192];
   snprintf(buf, sizeof buf, "cutlass_gn_gemm(%s,%s,Cg=%d,%s)", mode_text(choice.mode), t.name, e.cg,
-           e.whole_groups ? "groups" : "quads");
+           takes_whole_groups(e.cg) ? "groups" : "quads");
   *text = buf;
   *workspace = 0;
   if (gn.reduce != FUSEDOPS_REDUCE_NONE) {

@@ -48,7 +48,6 @@ struct GnEpilogueParams {
   int32_t param_dtype = FUSEDOPS_F32;
   float eps = 0.f;
   float inv_cg = 1.f;
-  int32_t whole_groups = 1;  // 1: groups of 8 / 16 / 32 channels take the whole-group path (gn_epilogue_group.cuh)
 };
 
 // f(k) for the static k == q (< NQ) through a jump table: each case names its registers (the 4 accumulators of quad q,
@@ -201,21 +200,17 @@ class GnEpilogue {
     // Per-channel parameters of quad q's two columns (0 past C). Loaded one quad ahead of their use, so the loop
     // (not unrolled) does not wait for each load in turn.
     auto params_of = [&](const void* ptr, int q, float(&out)[2]) {
-      const int64_t c = col0 + 8 * q;
-      const bool cv = ptr != nullptr && c < p_.C;
-      out[0] = cv ? load_param(ptr, p_.param_dtype, c) : 0.f;
-      out[1] = cv ? load_param(ptr, p_.param_dtype, c + 1) : 0.f;
+      group_params<1>(ptr, p_.param_dtype, col0 + 8 * q, col0 + 8 * q < p_.C, out);
     };
 
-    if (p_.whole_groups) {  // uniform: the same for every thread of the launch
-      if constexpr (NQ % 4 == 0) {
-        if (cg == 32) return whole_groups<4, NQ / 4>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
-      }
-      if constexpr (NQ % 2 == 0) {
-        if (cg == 16) return whole_groups<2, NQ / 2>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
-      }
-      if (cg == 8) return whole_groups<1, NQ>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
+    // Groups of 8 / 16 / 32 channels (takes_whole_groups): the whole-group walk; the branch is uniform.
+    if constexpr (NQ % 4 == 0) {
+      if (cg == 32) return whole_groups<4, NQ / 4>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
     }
+    if constexpr (NQ % 2 == 0) {
+      if (cg == 16) return whole_groups<2, NQ / 2>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
+    }
+    if (cg == 8) return whole_groups<1, NQ>(acc, row0, col0, tile_n, size<1>(blk_shape), row_in);
 #pragma unroll 1
     for (int q0 = 0; q0 < NQ; q0 += span) {
       // Pass 1: bias and pre, written back; row sums. s[r][v0]: row r (+8 r), column parity v0.

@@ -15,6 +15,9 @@ namespace fusedops {
 namespace cuda {
 namespace cutlass_gemm {
 
+// Whether groups of cg channels take the whole-group walk (S = cg / 8 quads a group; other sizes the quad walk).
+CUTLASS_HOST_DEVICE constexpr bool takes_whole_groups(int64_t cg) { return cg == 8 || cg == 16 || cg == 32; }
+
 // Value i of a group is (quad i / 4, row half (i / 2) % 2, column parity i % 2): its channel is the group's first
 // column of this thread + 8 (i / 4) + i % 2, i.e. per-channel operand k = 2 (i / 4) + i % 2.
 template <int S>
@@ -26,7 +29,8 @@ CUTLASS_DEVICE constexpr int channel_slot(int i) {
 template <int S>
 CUTLASS_DEVICE void group_params(const void* p, int32_t dtype, int64_t c0, bool valid, float (&out)[2 * S]) {
 #pragma unroll
-  for (int k = 0; k < 2 * S; ++k) out[k] = (p != nullptr && valid) ? load_param(p, dtype, c0 + 8 * (k / 2) + k % 2) : 0.f;
+  for (int k = 0; k < 2 * S; ++k)
+    out[k] = (p != nullptr && valid) ? load_param(p, dtype, c0 + 8 * (k / 2) + k % 2) : 0.f;
 }
 
 // One chain over a group's values: each step's switch is taken once for all 4·S values. (Taking it per quad, 4
@@ -59,18 +63,22 @@ CUTLASS_DEVICE void group_chain(const fusedops_chain& ch, float (&v)[4 * S], int
 }
 #undef FUSEDOPS_GROUP_STEP_CASE
 
-// Sum over the group's values of each row half, then over the 4 lanes of the quad (S >= 1: a group covers every
-// lane's columns). r[0]: row, r[1]: row + 8.
-template <int S>
-CUTLASS_DEVICE void group_row_sums(const float (&x)[4 * S], float (&r)[2]) {
-  r[0] = r[1] = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4 * S; ++i) r[(i / 2) % 2] += x[i];
+// r[0], r[1] (row, row + 8) summed over the 4 lanes of the quad, which hold a group's columns between them.
+CUTLASS_DEVICE void quad_sum(float (&r)[2]) {
 #pragma unroll
   for (int o = 1; o < 4; o <<= 1) {
     r[0] += __shfl_xor_sync(0xffffffffu, r[0], o);
     r[1] += __shfl_xor_sync(0xffffffffu, r[1], o);
   }
+}
+
+// Sum over the group's values of each row half, over the quad's 4 lanes. r[0]: row, r[1]: row + 8.
+template <int S>
+CUTLASS_DEVICE void group_row_sums(const float (&x)[4 * S], float (&r)[2]) {
+  r[0] = r[1] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4 * S; ++i) r[(i / 2) % 2] += x[i];
+  quad_sum(r);
 }
 
 // Sum of (x - mean[row half])^2 over the group's values of each row half, over the quad's 4 lanes.
@@ -82,11 +90,7 @@ CUTLASS_DEVICE void group_row_square_deviations(const float (&x)[4 * S], const f
     const float d = x[i] - mean[(i / 2) % 2];
     r[(i / 2) % 2] += d * d;
   }
-#pragma unroll
-  for (int o = 1; o < 4; o <<= 1) {
-    r[0] += __shfl_xor_sync(0xffffffffu, r[0], o);
-    r[1] += __shfl_xor_sync(0xffffffffu, r[1], o);
-  }
+  quad_sum(r);
 }
 
 }  // namespace cutlass_gemm
