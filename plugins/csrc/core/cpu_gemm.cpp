@@ -31,7 +31,6 @@ namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr int64_t kChunk = 1024;           // longest group whose moments are one block (as the GroupNorm kernels')
 constexpr int64_t kEpilogueFloats = 4096;  // a block of rows the epilogue steps walk: 16 KiB stays in L1
 constexpr int64_t kMinTileRows = 512;      // row tiles shorter than this only where threads would idle otherwise
 
@@ -52,7 +51,7 @@ void chain_rows(const fusedops_chain& ch, const ChannelParams& p, float* z, int6
   for (int64_t r = 0; r < rows; ++r) apply_chain(ch, z + r * C, C, p.ex, 0, true);
 }
 
-// Mean and variance of each of G contiguous groups of n <= kChunk values: Moments::merge_block's exact two-pass
+// Mean and variance of each of G contiguous groups of n <= kMomentBlock values: Moments::merge_block's exact two-pass
 // moments (double, four accumulators, same order). kN > 0 fixes n at compile time: the loops unroll, and the
 // group's values converted to double for the sums are reused for the deviations (measured: 1024 x 512, 32 groups,
 // sums of all groups first and then all deviations were 0.08 ms slower at 512-bit vectors).
@@ -92,10 +91,11 @@ void group_moments_of(const float* z, int64_t G, int64_t cpg, double* mean, doub
     case 64: return group_moments<64>(z, G, cpg, mean, var);
     default: break;
   }
-  if (cpg <= kChunk) return group_moments<0>(z, G, cpg, mean, var);
+  if (cpg <= kMomentBlock) return group_moments<0>(z, G, cpg, mean, var);
   for (int64_t g = 0; g < G; ++g) {
     Moments m;
-    for (int64_t o = 0; o < cpg; o += kChunk) m.merge_block(z + g * cpg + o, std::min(kChunk, cpg - o));
+    for (int64_t o = 0; o < cpg; o += kMomentBlock)
+      m.merge_block(z + g * cpg + o, std::min(kMomentBlock, cpg - o));
     mean[g] = m.mean;
     var[g] = m.variance();
   }

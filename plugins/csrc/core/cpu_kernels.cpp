@@ -24,10 +24,10 @@
 namespace {
 
 using fusedops::cpu::ChannelParams;
+using fusedops::cpu::kMomentBlock;
 using fusedops::cpu::Moments;
 using fusedops::cpu::ReduceAcc;
 
-constexpr int64_t kChunk = 1024;                   // elements per block: stays in L1 between passes
 constexpr int64_t kScratchMaxFloats = 1LL << 22;  // per-thread scratch for one group (16 MiB)
 constexpr int64_t kReducePositions = 256;         // positions per task in the reduce path
 
@@ -71,7 +71,7 @@ template <typename Fn>
 void for_each_chunk(int64_t o0, int64_t o1, int64_t S, int64_t first_channel, Fn&& fn) {
   for (int64_t o = o0; o < o1;) {
     const int64_t c = o / S, s = o % S;
-    const int64_t len = std::min({kChunk, S - s, o1 - o});
+    const int64_t len = std::min({kMomentBlock, S - s, o1 - o});
     fn(o, len, first_channel + c);
     o += len;
   }
@@ -87,7 +87,7 @@ void group_stats_split(const fusedops_groupnorm_desc& d, const void* x, const Ch
   fusedops::cpu::parallel_for(N * G * parts, N * C * S, [&](int64_t t) {
     const int64_t ng = t / parts, k = t % parts, n = ng / G, g = ng % G;
     const int64_t base = (n * C + g * cpg) * S;
-    float buf[kChunk];
+    float buf[kMomentBlock];
     Moments m;
     for_each_chunk(k * span, std::min(glen, (k + 1) * span), S, g * cpg, [&](int64_t o, int64_t len, int64_t ch) {
       fusedops::cpu::load_f32(x, d.x_dtype, base + o, len, buf);
@@ -109,7 +109,7 @@ int64_t group_parts(const fusedops_groupnorm_desc& d) {
   const int64_t T = fusedops::cpu::num_threads(), NG = d.N * d.num_groups;
   const int64_t glen = (d.C / d.num_groups) * d.S;
   if (T == 1 || NG >= 2 * T) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>((2 * T + NG - 1) / NG, glen / (16 * kChunk)));
+  return std::max<int64_t>(1, std::min<int64_t>((2 * T + NG - 1) / NG, glen / (16 * kMomentBlock)));
 }
 
 void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const ChannelParams& p, void* y) {
@@ -122,7 +122,7 @@ void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const 
     fusedops::cpu::parallel_for(N * G * parts, N * C * S, [&](int64_t t) {
       const int64_t ng = t / parts, k = t % parts, n = ng / G, g = ng % G;
       const int64_t base = (n * C + g * cpg) * S;
-      float buf[kChunk];
+      float buf[kMomentBlock];
       for_each_chunk(k * span, std::min(glen, (k + 1) * span), S, g * cpg, [&](int64_t o, int64_t len, int64_t ch) {
         fusedops::cpu::load_f32(x, d.x_dtype, base + o, len, buf);
         fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, ch, false);
@@ -147,12 +147,12 @@ void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const 
     const int64_t base = (n * C + g * cpg) * S;
     thread_local std::vector<float> scratch;
     if (use_scratch && static_cast<int64_t>(scratch.size()) < glen) scratch.resize(glen);
-    float buf[kChunk], out[kChunk];
+    float buf[kMomentBlock], out[kMomentBlock];
     Moments m;
     for (int64_t c = 0; c < cpg; ++c) {
       const int64_t ch = g * cpg + c;
-      for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
-        const int64_t len = std::min(kChunk, S - s0);
+      for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
+        const int64_t len = std::min(kMomentBlock, S - s0);
         if (x_direct) {
           m.merge_block(xf + base + c * S + s0, len);
           continue;
@@ -168,8 +168,8 @@ void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const 
     for (int64_t c = 0; c < cpg; ++c) {
       const int64_t ch = g * cpg + c;
       const float scale = rstd * p.gamma[ch], shift = p.beta[ch];
-      for (int64_t s0 = 0; s0 < S; s0 += kChunk) {
-        const int64_t len = std::min(kChunk, S - s0), at = base + c * S + s0;
+      for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
+        const int64_t len = std::min(kMomentBlock, S - s0), at = base + c * S + s0;
         const float* src = out;  // the pre-activated values of this chunk
         if (x_direct) {
           src = xf + at;

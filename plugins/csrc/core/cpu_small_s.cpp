@@ -17,7 +17,6 @@ namespace cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 1024;  // elements per moments block (as the general path's chunk)
 constexpr int64_t kSmallExpandMax = 1LL << 22;  // floats of expanded parameters at most (16 MiB)
 constexpr int64_t kSmallTaskElems = 8192;       // elements per task (a few L1-sized blocks)
 
@@ -55,7 +54,7 @@ void small_s_span(const fusedops_groupnorm_desc& d, const ElementParams& e, floa
   apply_chain(d.pre, v, n, e.ex, off, true);
   for (int64_t o = 0; o < n; o += glen) {
     Moments m;
-    for (int64_t b = 0; b < glen; b += kBlock) m.merge_block(v + o + b, std::min(kBlock, glen - b));
+    for (int64_t b = 0; b < glen; b += kMomentBlock) m.merge_block(v + o + b, std::min(kMomentBlock, glen - b));
     const float mean = static_cast<float>(m.mean);
     const float rstd = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
     float* w = v + o;

@@ -136,6 +136,10 @@ void apply_chain(const fusedops_chain& chain, float* v, int64_t n, const float* 
                  bool per_element_channel);
 
 // ---- statistics: exact mean / M2 of a short block, Chan merge of blocks (double accumulation across blocks) ----
+// Elements per moments block (and the general kernel's L1 block): every CPU kernel merges blocks of this size, so a
+// group's statistics are the same sums in the same order whichever kernel runs it.
+constexpr int64_t kMomentBlock = 1024;
+
 struct Moments {
   double count = 0, mean = 0, m2 = 0;
   // The block's sums run in double with four independent accumulators: a float sum of ~1024 values with a large
