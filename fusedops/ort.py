@@ -6,6 +6,7 @@
     session(model, providers=None, allow_tf32=True, sess_options=None) -> onnxruntime.InferenceSession
     run(session, inputs) -> list[np.ndarray]
     kernel_calls(provider=None) -> int                       debug counter: how often the library's kernels ran
+    parallel_for_calls() -> int                              debug counter: the CPU kernels' batches on ORT's pool
     cpu_blas() -> str                                        the BLAS behind the library's CPU GEMM
 
 ``session`` registers the library on the SessionOptions (once per options object) and picks the CUDA EP first when
@@ -14,7 +15,11 @@ library when it is registered; it overrides every node's ``allow_tf32`` attribut
 ``allow_tf32=True`` leaves each node's attribute in charge (the catalog default 1 = TF32). An entry the caller already
 put on ``sess_options`` is kept. The CPU GEMM's BLAS: session config ``fusedops.cpu_blas`` (a library path or "eigen",
 read at registration) is set to ``plugins.cpu_blas.default_choice()`` (``$FUSEDOPS_CPU_BLAS``, else the
-scipy-openblas32 wheel's OpenBLAS) unless the caller set it; ``cpu_blas()`` says what the library uses.
+scipy-openblas32 wheel's OpenBLAS) unless the caller set it; ``cpu_blas()`` says what the library uses. Threads:
+ORT's C API does not tell a custom op its intra-op thread count, so session config ``fusedops.intra_op_num_threads``
+(read at registration) is set to ``sess_options.intra_op_num_threads`` when that is > 0 and the caller did not set
+it: the CPU kernels size their work split for it (at 1 thread the GEMM is one call; without the entry they split for
+the hardware's threads). ``parallel_for_calls()`` counts the kernels' batches on ORT's pool.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .plugins import native
 LIBRARY_NAME = "fusedops_ort"
 CONFIG_ALLOW_TF32 = "fusedops.allow_tf32"
 CONFIG_CPU_BLAS = "fusedops.cpu_blas"
+CONFIG_INTRA_OP_THREADS = "fusedops.intra_op_num_threads"
 _CONFIG_REGISTERED = "fusedops.library_registered"
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _lock = threading.Lock()
@@ -114,6 +120,8 @@ def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool
         blas = _cpu_blas.default_choice()
         if blas and _config_entry(so, CONFIG_CPU_BLAS) is None:
             so.add_session_config_entry(CONFIG_CPU_BLAS, blas)
+        if so.intra_op_num_threads > 0 and _config_entry(so, CONFIG_INTRA_OP_THREADS) is None:
+            so.add_session_config_entry(CONFIG_INTRA_OP_THREADS, str(so.intra_op_num_threads))
         so.register_custom_ops_library(str(lib))
         so.add_session_config_entry(_CONFIG_REGISTERED, want)
     elif registered != want:
@@ -159,7 +167,8 @@ def _counters() -> ctypes.CDLL:
     with _lock:
         if _counter_lib is None:
             lib = ctypes.CDLL(str(library_path()))
-            for fn in ("fusedops_ort_kernel_calls", "fusedops_ort_cpu_kernel_calls", "fusedops_ort_cuda_kernel_calls"):
+            for fn in ("fusedops_ort_kernel_calls", "fusedops_ort_cpu_kernel_calls", "fusedops_ort_cuda_kernel_calls",
+                       "fusedops_ort_parallel_for_calls"):
                 getattr(lib, fn).restype = ctypes.c_int64
                 getattr(lib, fn).argtypes = []
             lib.fusedops_ort_has_cuda.restype = ctypes.c_int
@@ -179,6 +188,11 @@ def kernel_calls(provider: str | None = None) -> int:
     if provider.lower().startswith("cuda"):
         return int(lib.fusedops_ort_cuda_kernel_calls())
     raise FusedopsError(f"provider must be 'cpu' or 'cuda', got {provider!r}")
+
+
+def parallel_for_calls() -> int:
+    """How many times the library's CPU kernels handed a batch of tasks to ORT's intra-op pool in this process."""
+    return int(_counters().fusedops_ort_parallel_for_calls())
 
 
 def cpu_blas() -> str:

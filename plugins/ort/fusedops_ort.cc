@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <map>
@@ -207,11 +208,12 @@ struct DeviceScratch {
 
 // ORT's intra-op thread pool as the core's scheduler (KernelContext_ParallelFor, API 17): the CPU kernels then
 // honour intra_op_num_threads and share ORT's workers instead of competing with them. On failure the tasks run
-// on the calling thread.
+// on the calling thread. `threads` sizes the kernels' work split (0: the hardware's count).
 struct OrtScheduler {
   const OrtApi* api;
   OrtKernelContext* ctx;
-  fusedops::cpu::Scheduler sched{&OrtScheduler::run, this, 0};
+  int threads;
+  fusedops::cpu::Scheduler sched{&OrtScheduler::run, this, threads};
 
   struct Batch {
     void (*task)(void*, int64_t);
@@ -224,6 +226,7 @@ struct OrtScheduler {
   static void run(void* self, int64_t n, void (*task)(void*, int64_t), void* task_ctx) {
     OrtScheduler* s = static_cast<OrtScheduler*>(self);
     Batch b{task, task_ctx};
+    g_parallel_for_calls.fetch_add(1, std::memory_order_relaxed);
     if (OrtStatus* st = s->api->KernelContext_ParallelFor(s->ctx, &OrtScheduler::call, static_cast<size_t>(n), 0, &b)) {
       s->api->ReleaseStatus(st);
       for (int64_t t = 0; t < n; ++t) task(task_ctx, t);
@@ -305,7 +308,7 @@ OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
   char err[1024] = {0};
   int rc = 0;
   if (!k.cfg.cuda) {
-    OrtScheduler os{api, ctx};
+    OrtScheduler os{api, ctx, k.cfg.threads};
     fusedops::cpu::ScopedScheduler use_ort_threads(&os.sched);
     rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(n_in), yp, nullptr, 0, nullptr, err, sizeof err);
     g_cpu_calls.fetch_add(1, std::memory_order_relaxed);
@@ -384,6 +387,20 @@ int read_allow_tf32(const OrtApi* api, const OrtSessionOptions* so, std::string*
   return -2;
 }
 
+// Session config fusedops.intra_op_num_threads (a count >= 0), read when the library is registered on the options;
+// 0 when absent, -1 (value in *bad) when not a count.
+int read_threads(const OrtApi* api, const OrtSessionOptions* so, std::string* bad) {
+  std::string v;
+  if (!read_config(api, so, kConfigIntraOpThreads, &v)) return 0;
+  char* end = nullptr;
+  const long n = v.empty() ? -1 : std::strtol(v.c_str(), &end, 10);
+  if (n < 0 || n > 4096 || *end != '\0') {
+    *bad = v;
+    return -1;
+  }
+  return static_cast<int>(n);
+}
+
 }  // namespace
 }  // namespace fusedops_ort
 
@@ -409,6 +426,10 @@ FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions*
       return api->CreateStatus(ORT_INVALID_ARGUMENT,
                                ("fusedops: session config fusedops.allow_tf32 must be '0' or '1', got '" + bad + "'")
                                    .c_str());
+    const int threads = read_threads(api, options, &bad);
+    if (threads < 0)
+      return api->CreateStatus(ORT_INVALID_ARGUMENT, ("fusedops: session config fusedops.intra_op_num_threads must be "
+                                                      "a thread count (0-4096), got '" + bad + "'").c_str());
     // Session config fusedops.cpu_blas: the CPU GEMM's BLAS (a library path, or "eigen"), process-wide for this
     // library (fusedops_set_cpu_blas); fusedops.ort.session() sets it to the scipy-openblas32 wheel's library.
     std::string blas;
@@ -432,7 +453,7 @@ FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions*
     for (bool cuda : eps)
       for (OpKind kind : {OpKind::kGroupNormAct, OpKind::kGemmGroupNormAct})
         for (const auto& c : combos)
-          reg->ops.push_back(std::make_unique<FusedCustomOp>(OpConfig{kind, c.first, c.second, cuda, tf32}));
+          reg->ops.push_back(std::make_unique<FusedCustomOp>(OpConfig{kind, c.first, c.second, cuda, tf32, threads}));
     if (OrtStatus* st = api->CreateCustomOpDomain(kDomain, &reg->domain)) return st;
     for (auto& op : reg->ops)
       if (OrtStatus* st = api->CustomOpDomain_Add(reg->domain, &op->base)) return st;
@@ -449,6 +470,9 @@ FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions*
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_kernel_calls(void) { return g_cpu_calls.load() + g_cuda_calls.load(); }
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cpu_kernel_calls(void) { return g_cpu_calls.load(); }
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cuda_kernel_calls(void) { return g_cuda_calls.load(); }
+// How many times the CPU kernels handed a batch of tasks to ORT's intra-op pool (none when they size their work for
+// one thread: the observable that fusedops.intra_op_num_threads is honoured).
+FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_parallel_for_calls(void) { return g_parallel_for_calls.load(); }
 // What the CPU GEMM of this library uses (its own copy of the core): fusedops_cpu_blas().
 FUSEDOPS_ORT_EXPORT const char* fusedops_ort_cpu_blas(void) { return fusedops_cpu_blas(); }
 FUSEDOPS_ORT_EXPORT int fusedops_ort_has_cuda(void) {

@@ -26,10 +26,15 @@ constexpr const char* kCpuEP = "CPUExecutionProvider";
 constexpr const char* kCudaEP = "CUDAExecutionProvider";
 constexpr const char* kConfigAllowTf32 = "fusedops.allow_tf32";
 constexpr const char* kConfigCpuBlas = "fusedops.cpu_blas";
+// ORT's C API tells a custom op neither intra_op_num_threads nor its pool's size, so the session that sets it also
+// names it here (fusedops.ort.session() copies SessionOptions.intra_op_num_threads): the CPU kernels size their
+// work split for it (one GEMM call at one thread, not tiles that each repack W).
+constexpr const char* kConfigIntraOpThreads = "fusedops.intra_op_num_threads";
 
 // One counter each for the whole library (inline: one definition across its translation units).
 inline std::atomic<int64_t> g_cpu_calls{0};
 inline std::atomic<int64_t> g_cuda_calls{0};
+inline std::atomic<int64_t> g_parallel_for_calls{0};  // batches handed to ORT's intra-op pool
 
 enum class OpKind { kGroupNormAct, kGemmGroupNormAct };
 
@@ -39,6 +44,7 @@ struct OpConfig {
   ONNXTensorElementDataType param_type;
   bool cuda;
   int allow_tf32_override;  // -1: use the node attribute; 0/1: session config fusedops.allow_tf32
+  int threads;              // session config fusedops.intra_op_num_threads; 0: not given (the hardware's count)
 };
 
 inline int32_t to_fusedops_dtype(ONNXTensorElementDataType t) {

@@ -351,7 +351,12 @@ struct HostJob {
 
 void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn) {
   if (n_tasks <= 0) return;
-  if (const Scheduler* s = tls_scheduler) {
+  const Scheduler* s = tls_scheduler;
+  if (s && s->threads == 1) {  // the host runs one thread: nothing to hand over
+    for (int64_t t = 0; t < n_tasks; ++t) fn(t);
+    return;
+  }
+  if (s) {
     // Tasks run on the host's threads, which do not see this thread's scheduler: nested calls use the pool/serial.
     HostJob job;
     job.fn = &fn;

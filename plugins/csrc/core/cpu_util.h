@@ -188,7 +188,8 @@ void reduce_span(int32_t reduce, ReduceAcc& acc, const float* v, int64_t n);  //
 // A host scheduler that replaces the private pool for parallel_for calls made on the installing thread (the ONNX
 // Runtime adapter installs ORT's intra-op pool around a kernel call, so the fused kernels honour
 // intra_op_num_threads and do not compete with ORT's spinning workers). run() must call task(task_ctx, t) once for
-// every t in [0, n) and return when all are done; `threads` sizes the work split (0: the hardware's count).
+// every t in [0, n) and return when all are done; `threads` sizes the work split (0: the hardware's count; 1: the
+// tasks run on the calling thread and run() is not called).
 struct Scheduler {
   void (*run)(void* self, int64_t n, void (*task)(void* task_ctx, int64_t t), void* task_ctx);
   void* self;
