@@ -88,6 +88,8 @@ def _session(model, lib: str | None, threads: int = 0, cpu_blas: str | None = No
     if lib:
         if cpu_blas:  # read when the library is registered
             so.add_session_config_entry("fusedops.cpu_blas", cpu_blas)
+        if threads > 0:  # as fusedops.ort.session() sets it (a build that predates the entry ignores it)
+            so.add_session_config_entry("fusedops.intra_op_num_threads", str(threads))
         so.register_custom_ops_library(lib)
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
@@ -181,6 +183,12 @@ def main(argv=None) -> int:
             else:
                 row += " - | - | - |"
         print(row, flush=True)
+    # What the fused GEMM ran on, from the library ORT loaded (the same handle): OpenBLAS names its kernel set
+    # (e.g. Haswell or SkylakeX, which OPENBLAS_CORETYPE can force).
+    import ctypes
+    loaded = ctypes.CDLL(lib)
+    loaded.fusedops_ort_cpu_blas.restype = ctypes.c_char_p
+    print(f"fused GEMM ran on: {loaded.fusedops_ort_cpu_blas().decode(errors='replace')}")
     return 0
 
 
