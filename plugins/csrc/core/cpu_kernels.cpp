@@ -8,6 +8,9 @@
 // and stores. With a channel reduction the statistics come first, then tasks over (sample, block of positions)
 // stream all channels through the reduction.
 // GemmGroupNormAct: cpu_gemm.cpp (tiled GEMM through a run-time BLAS or Eigen, then the row epilogue).
+#define EIGEN_DONT_PARALLELIZE
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -63,6 +66,56 @@ inline void normalize(float* v, int64_t n, float mean, float scale, float shift)
 }
 inline void normalize_to(const float* src, float* dst, int64_t n, float mean, float scale, float shift) {
   for (int64_t i = 0; i < n; ++i) dst[i] = (src[i] - mean) * scale + shift;
+}
+
+// Moments::merge_block of the blocks v + j·n, j < nblocks, in order, four blocks at a time. One block's sums are one
+// dependent chain of vector adds, so a block at a time is latency-bound (~85 % of a (2, 320, 32, 32) GroupNorm +
+// SiLU on a Zen 5 core, perf 2026-11-27); four independent chains run about four times as fast. Each lane k of a
+// block's accumulator adds the values i + k in order, as merge_block's accumulator k does, so the sums are the same.
+void merge_blocks(Moments& m, const float* v, int64_t n, int64_t nblocks) {
+  using A4d = Eigen::Array4d;
+  using A4f = Eigen::Array4f;
+  int64_t j = 0;
+  for (; j + 4 <= nblocks && n > 0; j += 4) {
+    const float* p[4] = {v + j * n, v + (j + 1) * n, v + (j + 2) * n, v + (j + 3) * n};
+    A4d s[4] = {A4d::Zero(), A4d::Zero(), A4d::Zero(), A4d::Zero()}, q[4] = {s[0], s[1], s[2], s[3]};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+      for (int b = 0; b < 4; ++b) s[b] += Eigen::Map<const A4f>(p[b] + i).cast<double>();
+    double bm[4];
+    const double nb = static_cast<double>(n);
+    for (int b = 0; b < 4; ++b) {
+      for (int64_t t = i; t < n; ++t) s[b][0] += static_cast<double>(p[b][t]);
+      bm[b] = ((s[b][0] + s[b][1]) + (s[b][2] + s[b][3])) / nb;
+    }
+    for (i = 0; i + 4 <= n; i += 4)
+      for (int b = 0; b < 4; ++b) {
+        const A4d dv = Eigen::Map<const A4f>(p[b] + i).cast<double>() - bm[b];
+        q[b] += dv * dv;
+      }
+    for (int b = 0; b < 4; ++b) {
+      for (int64_t t = i; t < n; ++t) {
+        const double dv = static_cast<double>(p[b][t]) - bm[b];
+        q[b][0] += dv * dv;
+      }
+      m.merge(Moments{nb, bm[b], (q[b][0] + q[b][1]) + (q[b][2] + q[b][3])});
+    }
+  }
+  for (; j < nblocks; ++j) m.merge_block(v + j * n, n);
+}
+
+// Merge a group of cpg channels of S values (contiguous) into m channel by channel, kMomentBlock values at a time:
+// the same blocks in the same order as merging each (channel, block) in turn.
+void merge_group(Moments& m, const float* v, int64_t cpg, int64_t S) {
+  if (S <= kMomentBlock || S % kMomentBlock == 0) {  // equal blocks back to back
+    const int64_t n = std::min(S, kMomentBlock);
+    merge_blocks(m, v, n, cpg * S / n);
+    return;
+  }
+  for (int64_t c = 0; c < cpg; ++c) {
+    merge_blocks(m, v + c * S, kMomentBlock, S / kMomentBlock);
+    m.merge_block(v + c * S + S / kMomentBlock * kMomentBlock, S % kMomentBlock);
+  }
 }
 
 // Walk [o0, o1) of one (sample, group) span in chunks that never cross a channel: fn(flat offset in the span,
@@ -149,19 +202,23 @@ void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const 
     if (use_scratch && static_cast<int64_t>(scratch.size()) < glen) scratch.resize(glen);
     float buf[kMomentBlock], out[kMomentBlock];
     Moments m;
-    for (int64_t c = 0; c < cpg; ++c) {
-      const int64_t ch = g * cpg + c;
-      for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
-        const int64_t len = std::min(kMomentBlock, S - s0);
-        if (x_direct) {
-          m.merge_block(xf + base + c * S + s0, len);
-          continue;
+    if (x_direct || use_scratch) {  // the group's values, contiguous: blocks merged four at a time
+      for (int64_t c = 0; use_scratch && c < cpg; ++c)
+        for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
+          const int64_t len = std::min(kMomentBlock, S - s0);
+          float* v = scratch.data() + c * S + s0;
+          fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, v);
+          fusedops::cpu::apply_chain(d.pre, v, len, p.ex, g * cpg + c, false);
         }
-        float* v = use_scratch ? scratch.data() + c * S + s0 : buf;
-        fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, v);
-        fusedops::cpu::apply_chain(d.pre, v, len, p.ex, ch, false);
-        m.merge_block(v, len);
-      }
+      merge_group(m, x_direct ? xf + base : scratch.data(), cpg, S);
+    } else {
+      for (int64_t c = 0; c < cpg; ++c)
+        for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
+          const int64_t len = std::min(kMomentBlock, S - s0);
+          fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, buf);
+          fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, g * cpg + c, false);
+          m.merge_block(buf, len);
+        }
     }
     const float mean = static_cast<float>(m.mean);
     const float rstd = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));

@@ -1,0 +1,59 @@
+"""The general CPU GroupNormAct path's statistics (plugins/csrc/core/cpu_kernels.cpp, merge_blocks): a group's
+moment blocks are summed four at a time and merged in order. Groups of 1-9 blocks (runs of four plus a tail), blocks
+of S values (S <= 1024), of 1024 (S a multiple of 1024) and ragged channels (S = 1500), float32 X read directly and
+16-bit X / a pre chain through the scratch, with a large mean that float32 statistics would get wrong (1e-4 here),
+all against the float64 catalog reference. NaN-poisoned outputs catch elements never written."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+
+from fusedops import catalog
+
+
+@pytest.fixture(scope="module")
+def abi():
+    from fusedops.errors import FusedopsError
+    from fusedops.plugins import abi as abi_mod
+
+    try:
+        abi_mod.load()
+    except FusedopsError as e:
+        pytest.skip(f"libfusedops.so is not built: {e}")
+    return abi_mod
+
+
+# (N, C, S, groups): blocks per group = C / groups channels x ceil(S / 1024) blocks each.
+CASES = [
+    (2, 8, 32, 8),       # 1 block
+    (2, 12, 100, 4),     # 3 blocks: tail only
+    (3, 16, 64, 4),      # 4 blocks: one run of four
+    (2, 20, 1024, 4),    # 5 blocks of 1024
+    (1, 28, 40, 4),      # 7 blocks, n not a multiple of 4
+    (2, 36, 33, 4),      # 9 blocks of 33 values: two runs, a tail, ragged vectors
+    (1, 4, 2048, 2),     # 2 channels x 2 blocks of 1024
+    (2, 8, 1500, 2),     # ragged channels: 1024 + 476 per channel
+]
+
+
+@pytest.mark.parametrize("dtype,pre", [(torch.float32, ""), (torch.float32, "mul(0.5)"), (torch.float16, "")],
+                         ids=["f32-direct", "f32-scratch", "f16-scratch"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"N{c[0]}C{c[1]}S{c[2]}G{c[3]}")
+def test_group_statistics_match_float64(abi, case, dtype, pre):
+    n, c, s, groups = case
+    gen = torch.Generator().manual_seed(zlib.crc32(repr((case, pre)).encode()))
+    a = catalog.parse_attrs("GroupNormAct", {"num_groups": groups, "pre": pre, "post": "silu"})
+    shift = 8.0 if dtype == torch.float16 else 100.0  # a large mean: statistics must be exact two-pass in double
+    x = (torch.randn(n, c, s, generator=gen, dtype=torch.float64) * 3 + shift).to(dtype)
+    gamma, beta = torch.rand(c, generator=gen) + 0.5, torch.randn(c, generator=gen)
+    ref = catalog.group_norm_act_reference(x.double(), gamma.double(), beta.double(), [], a)
+    out = torch.full(ref.shape, float("nan"), dtype=dtype)
+    y = abi.groupnorm_act_cpu(x, gamma.to(dtype), beta.to(dtype), [], a, out=out)
+    if dtype == torch.float32:
+        torch.testing.assert_close(y.double(), ref, rtol=2e-5, atol=2e-5)
+    else:  # the reference on the same rounded parameters, within float16's spacing
+        ref = catalog.group_norm_act_reference(x.double(), gamma.to(dtype).double(), beta.to(dtype).double(), [], a)
+        torch.testing.assert_close(y.double(), ref, rtol=2.0 ** -10, atol=2.0 ** -8)
