@@ -1,0 +1,72 @@
+// Which ConvTransposeGroupNormAct descriptors the sm_90a wgmma kernel takes, and its geometry and workspace layout
+// (convt_wgmma.h). Host code; a pure function of the descriptor, so the workspace size is one too.
+#include <stdint.h>
+
+#include "cuda/sm90/convt_wgmma.h"
+
+namespace fusedops {
+namespace cuda {
+
+namespace {
+constexpr size_t kAlign = 256;
+size_t up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool refuse(ConvtSm90Layout* l, const char* why) {
+  l->eligible = false;
+  l->why = why;
+  return false;
+}
+
+bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
+  const fusedops_conv_desc& cv = d.conv;
+  const fusedops_groupnorm_desc& gn = d.d.gn;
+  if (gn.x_dtype != FUSEDOPS_F32 || !d.d.allow_tf32) return refuse(l, "only float32 X with TF32 products");
+  if (cv.spatial_rank < 1 || cv.spatial_rank > 2) return refuse(l, "1-D and 2-D convolutions only");
+  if (cv.group != 1) return refuse(l, "one convolution group only");
+  if (cv.channels_last) return refuse(l, "NCHW only");
+  for (int i = 0; i < cv.spatial_rank; ++i)
+    if (cv.strides[i] != 1) return refuse(l, "strides of 1 only");
+  if (gn.C % kSm90Cout != 0) return refuse(l, "output channels a multiple of 64 only");
+  if (cv.in_channels % kSm90Chunk != 0 || cv.in_channels == 0) return refuse(l, "input channels a multiple of 8 only");
+  const int64_t cg = gn.C / gn.num_groups;
+  if (!((kSm90Cout % cg == 0 && cg % 8 == 0) || cg % kSm90Cout == 0))
+    return refuse(l, "GroupNorm groups of 8, 16, 32 or a multiple of 64 channels only");
+  const bool one_d = cv.spatial_rank == 1;
+  const int c = one_d ? 0 : 1;  // the column dimension's index
+  const int64_t kh = one_d ? 1 : cv.kernel[0], kw = cv.kernel[c];
+  const int64_t dh = one_d ? 1 : cv.dilations[0], dw = cv.dilations[c];
+  const int64_t ph = one_d ? 0 : cv.pads_begin[0], pw = cv.pads_begin[c];
+  const int64_t hout = one_d ? 1 : cv.output[0], wout = cv.output[c];
+  const int64_t hin = one_d ? 1 : cv.input[0], win = cv.input[c];
+  const int64_t wpad = wout + (kw - 1) * dw;
+  const int64_t halo = (kh - 1) * dh * wpad + (kw - 1) * dw;
+  const int64_t span = int64_t(up(size_t(kSm90Pixels + halo), 8));
+  const int64_t flat = hout * wpad;
+  // 32-bit index arithmetic in the kernel; the descriptors' 14-bit strides bound a stage's slots.
+  if (flat + span >= INT32_MAX || hin * win >= INT32_MAX || span >= 16384 || gn.N > 65535 || kh * kw > 64)
+    return refuse(l, "sizes beyond the kernel's 32-bit indices or stage");
+  l->wpad = int32_t(wpad);
+  l->offy = int32_t((kh - 1) * dh - ph);
+  l->offx = int32_t((kw - 1) * dw - pw);
+  l->span = int32_t(span);
+  l->tiles = int32_t(cdiv(flat, kSm90Pixels));
+  l->tiles_c = int32_t(gn.C / kSm90Cout);
+  const int64_t groups = gn.N * gn.num_groups;
+  l->partials_bytes = size_t(groups) * size_t(2 * l->tiles) * size_t(l->tiles_c) * sizeof(Welford);
+  l->stats_offset = up(l->partials_bytes, kAlign);
+  l->wp_offset = up(l->stats_offset + size_t(groups) * sizeof(float2), kAlign);
+  l->total = kAlign + l->wp_offset + size_t(cv.in_channels) * size_t(gn.C) * size_t(kh * kw) * sizeof(float);
+  l->eligible = true;
+  return true;
+}
+}  // namespace
+
+ConvtSm90Layout convt_sm90_layout(const fusedops_op_desc& d) {
+  ConvtSm90Layout l;
+  fill(d, &l);
+  return l;
+}
+
+}  // namespace cuda
+}  // namespace fusedops

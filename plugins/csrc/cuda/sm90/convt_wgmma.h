@@ -1,0 +1,68 @@
+// Internal: the sm_90a convolution kernel of ConvTransposeGroupNormAct (convt_wgmma.cu), what convt_gn.cu needs.
+// Built for sm_90a only (wgmma); without it the entries below answer cudaErrorNotSupported and convt_sm90_built() 0.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/device_common.cuh"
+#include "fusedops/fusedops.h"
+
+namespace fusedops {
+namespace cuda {
+
+// Tile of one block: 64 output channels x kSm90Pixels consecutive pixels of the padded output grid (two consumer
+// warpgroups of 256), K in chunks of 8 input channels x every tap.
+constexpr int kSm90Pixels = 512;
+constexpr int kSm90Cout = 64;
+constexpr int kSm90Chunk = 8;
+constexpr int kSm90Threads = 384;  // one producer warpgroup, two consumer warpgroups
+
+// The padded grid: output pixel (oy, ox) is flat index oy * wpad + ox, and tap (kh, kw) reads the staged input at
+// flat index m + shift(kh, kw), shift = (kh_max - kh) * dh * wpad + (kw_max - kw) * dw, where padded input row R is
+// input row R - offy and padded column S input column S - offx (zeros outside X). One uniform shift per tap is what
+// lets a tap's B operand be the stage at an offset.
+struct ConvtSm90Params {
+  const float* x;       // NCHW float32
+  const float* wp;      // packed weights: [channel tile][chunk][tap][2][64][4], TF32-rounded
+  const void* bias;     // may be null
+  ExtraPtrs ex;
+  fusedops_chain pre;
+  int32_t param_dtype;
+  float* y;             // NCHW float32: the pre-normalisation value (bias + pre)
+  Welford* partials;    // [N][G][2 * tiles][channel tiles]
+  int32_t batch, cin, cout, hin, win, hout, wout;
+  int32_t kh, kw, dh, dw;
+  int32_t wpad, offy, offx;  // padded grid width; input row / column = padded row / column - offy / offx
+  int32_t span;              // staged slots a stage holds (multiple of 8)
+  int32_t chunks, stages;    // cin / 8; pipeline depth
+  int32_t tiles;             // pixel tiles of kSm90Pixels a sample
+  int32_t G, Cg, tiles_c;
+  int32_t x_vec4;            // X rows start 16-byte aligned (win % 4 == 0 and X aligned): 16-byte loads
+};
+
+// Where the kernel can run `d` (convt_sm90_layout.cpp): its geometry and workspace layout, or eligible = false and
+// `why` the first reason it cannot (the plan then runs the mma.sync kernel of convt_gn.cu).
+struct ConvtSm90Layout {
+  bool eligible = false;
+  const char* why = "";
+  int32_t wpad = 0, offy = 0, offx = 0, span = 0, tiles = 0, tiles_c = 0;
+  size_t partials_bytes = 0, stats_offset = 0, wp_offset = 0, total = 0;
+};
+ConvtSm90Layout convt_sm90_layout(const fusedops_op_desc& d);
+
+// 1 if this build has the sm_90a kernel.
+int convt_sm90_built();
+// Dynamic shared memory of a launch with these parameters (stages included), or 0 if they cannot fit `limit`;
+// picks the pipeline depth into *stages.
+size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages);
+// Weights [cin][cout][kh][kw] (float32) into p.wp's packed layout, TF32-rounded.
+cudaError_t convt_sm90_pack(const float* w, float* wp, int32_t cin, int32_t cout, int32_t taps, cudaStream_t stream);
+// The convolution + bias + pre + partial statistics: grid (tiles, tiles_c, N).
+cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream);
+// Sets the kernel's shared-memory attribute (plan creation).
+cudaError_t convt_sm90_prepare(size_t smem);
+
+}  // namespace cuda
+}  // namespace fusedops

@@ -1,0 +1,16 @@
+// A build without sm_90 (FUSEDOPS_CUDA_ARCHS lacks 90): the wgmma kernel is absent and plans keep the mma.sync one.
+#include "cuda/sm90/convt_wgmma.h"
+
+namespace fusedops {
+namespace cuda {
+
+int convt_sm90_built() { return 0; }
+size_t convt_sm90_smem(int32_t, int32_t, size_t, int32_t*) { return 0; }
+cudaError_t convt_sm90_prepare(size_t) { return cudaErrorNotSupported; }
+cudaError_t convt_sm90_pack(const float*, float*, int32_t, int32_t, int32_t, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
+cudaError_t convt_sm90_conv(const ConvtSm90Params&, size_t, cudaStream_t) { return cudaErrorNotSupported; }
+
+}  // namespace cuda
+}  // namespace fusedops
