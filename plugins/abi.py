@@ -47,6 +47,7 @@ CONVTRANSPOSE_GROUP_NORM_ACT = catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name
 # fusedops_conv_attributes' lists, in the struct's order (the op's INTS attributes in the spec)
 CONV_LISTS = tuple(a.name for a in catalog.CONVTRANSPOSE_GROUP_NORM_ACT.attrs if a.type == "INTS")
 GEMM_AUTO, GEMM_CUBLASLT, GEMM_CUTLASS, GEMM_SKINNY = 0, 1, 2, 3  # fusedops_gemm_kernel
+CONVT_AUTO, CONVT_IGEMM, CONVT_WGMMA = 0, 1, 2  # fusedops_convt_kernel
 
 
 class Step(ctypes.Structure):
@@ -114,19 +115,21 @@ class PlanOptions:
     cutlass_config: int = 0           # k > 0: the k-th CUTLASS tile configuration (0: default)
     reduce_whole_row: bool = False    # a channel reduction of rows in one block per row (no cluster of slices)
     direct_launches: bool = False     # GemmGroupNormAct: launch each call, no CUDA graph replay per pointer set
+    convt_kernel: int = CONVT_AUTO    # ConvTransposeGroupNormAct: CONVT_IGEMM or CONVT_WGMMA forces one (0: planner)
 
 
 class _Options(ctypes.Structure):
     _fields_ = [("gelu_erff", c_int32), ("groupnorm_two_pass", c_int32), ("epilogue_register", c_int32),
                 ("epilogue_rows", c_int32), ("lt_workspace_mib", c_int32), ("l2_wave_fraction", c_float),
                 ("gemm_kernel", c_int32), ("fp32_gemm", c_int32), ("cutlass_config", c_int32),
-                ("reduce_whole_row", c_int32), ("direct_launches", c_int32)]
+                ("reduce_whole_row", c_int32), ("direct_launches", c_int32),
+                ("convt_kernel", c_int32)]
 
     @classmethod
     def of(cls, o: PlanOptions) -> "_Options":
         return cls(int(o.gelu_erff), int(o.groupnorm_two_pass), int(o.epilogue_register), int(o.epilogue_rows),
                    int(o.lt_workspace_mib), float(o.l2_wave_fraction), int(o.gemm_kernel), int(o.fp32_gemm),
-                   int(o.cutlass_config), int(o.reduce_whole_row), int(o.direct_launches))
+                   int(o.cutlass_config), int(o.reduce_whole_row), int(o.direct_launches), int(o.convt_kernel))
 
 
 class GemmDevice(ctypes.Structure):

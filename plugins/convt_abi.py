@@ -76,8 +76,8 @@ def convtranspose_groupnorm_act(x: torch.Tensor, w: torch.Tensor, b: torch.Tenso
 
 
 def make_plan(x: torch.Tensor, w: torch.Tensor, attrs: catalog.FusedAttrs, param_dtype: torch.dtype,
-              **conv) -> abi.Plan:
+              options: abi.PlanOptions | None = None, **conv) -> abi.Plan:
     """A CUDA plan for these tensors' shapes and dtypes (``conv``: strides, pads, output_padding, dilations, group,
-    allow_tf32)."""
+    allow_tf32; ``options``: kernel variants for A/B timing and tests, e.g. ``convt_kernel``)."""
     d = convtranspose_desc(tuple(x.shape), tuple(w.shape), attrs, x_dtype=x.dtype, param_dtype=param_dtype, **conv)
-    return abi.Plan(d, x.device.index if x.device.type == "cuda" else abi.DEVICE_CPU)
+    return abi.Plan(d, x.device.index if x.device.type == "cuda" else abi.DEVICE_CPU, options)

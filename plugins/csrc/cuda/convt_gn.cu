@@ -23,8 +23,10 @@
 
 #include "core/message.h"
 #include "cuda/convt_gn_blocks.cuh"
+#include "cuda/convt_gn_finish.cuh"
 #include "cuda/device_common.cuh"
 #include "cuda/device_query.h"
+#include "cuda/sm90/convt_wgmma.h"
 
 namespace fusedops {
 namespace cuda {
@@ -209,64 +211,10 @@ __global__ void __launch_bounds__(kThreads, 2) convt_kernel(const __grid_constan
   }
 }
 
-// (mean, rstd) of one (sample, group) per block from the partials of every pixel block and channel tile it touches.
-__global__ void __launch_bounds__(kNormThreads) convt_finish_kernel(const __grid_constant__ ConvtParams p) {
-  const int64_t gi = blockIdx.x;  // n * G + g
-  const int g = int(gi % p.G);
-  const int64_t pbs = int64_t(p.tiles_h) * p.tiles_w;
-  const int tiles_per_group = int(ceil_div(p.cout_g, kTN));
-  Welford w{0.f, 0.f, 0.f};
-  for (int ct = 0; ct < p.tiles_c; ++ct) {
-    const int cg = ct / tiles_per_group, lo = cg * p.cout_g + (ct % tiles_per_group) * kTN;
-    const int hi = min(lo + kTN, (cg + 1) * p.cout_g);
-    if (hi <= g * p.Cg || lo >= (g + 1) * p.Cg) continue;  // uniform
-    for (int64_t i = threadIdx.x; i < pbs; i += blockDim.x)
-      w = welford_combine(w, p.partials[(gi * pbs + i) * p.tiles_c + ct]);
-  }
-  w = block_welford(w);
-  if (threadIdx.x == 0) p.stats[gi] = make_float2(w.mean, rsqrtf(w.m2 / w.n + p.eps));
-}
-
-// Y = post((Y - mean) * rstd * gamma + beta), in place, one (sample, channel) row chunk per block.
-template <typename T>
-__global__ void __launch_bounds__(kNormThreads) convt_normalize_kernel(const __grid_constant__ ConvtParams p,
-                                                                       int64_t chunk) {
-  const int64_t row = blockIdx.x;  // n * C + c
-  const int c = int(row % p.cout);
-  const int64_t n = row / p.cout;
-  const float2 st = p.stats[n * p.G + c / p.Cg];
-  const float scale = st.y * load_param(p.gamma, p.param_dtype, c);
-  const float b = load_param(p.beta, p.param_dtype, c);
-  const int64_t S = int64_t(p.hout) * p.wout;
-  T* y = static_cast<T*>(p.y) + row * S;
-  const int64_t begin = int64_t(blockIdx.y) * chunk, end = min(S, begin + chunk);
-  if (reinterpret_cast<uintptr_t>(y) % (4 * sizeof(T)) == 0) {  // chunk % 4 == 0: vector loads and stores
-    for (int64_t i = begin + 4 * threadIdx.x; i < end; i += 4 * blockDim.x) {
-      float v[4];
-      const int valid = end - i < 4 ? int(end - i) : 4;
-      load4(y + i, v, valid);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) v[j] = (v[j] - st.x) * scale + b;
-      apply_chain<4, false>(&p.post, v, c, &p.ex, p.param_dtype);
-      store4(y + i, v, valid);
-    }
-    return;
-  }
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    float v[1] = {(to_float(y[i]) - st.x) * scale + b};
-    apply_chain<1, false>(&p.post, v, c, &p.ex, p.param_dtype);
-    y[i] = from_float<T>(v[0]);
-  }
-}
-
 template <typename T, Mode M>
 void kernels_of(const void** conv, const void** pack) {
   *conv = reinterpret_cast<const void*>(convt_kernel<T, M>);
   *pack = reinterpret_cast<const void*>(pack_weights_kernel<T, M>);
-}
-template <typename T>
-const void* normalize_kernel() {
-  return reinterpret_cast<const void*>(convt_normalize_kernel<T>);
 }
 
 struct Layout {
@@ -325,14 +273,57 @@ struct ConvtLaunch {
   dim3 pack_grid, conv_grid, finish_grid, norm_grid;
   int64_t norm_chunk = 0;
   Layout l{};
+  bool sm90 = false;  // the wgmma kernel (sm90/convt_wgmma.cu) instead of convt_kernel
+  ConvtSm90Params s9{};
+  ConvtSm90Layout s9l{};
 };
 void ConvtLaunchDeleter::operator()(ConvtLaunch* p) const { delete p; }
 
-size_t convt_workspace_size(const fusedops_op_desc& d) { return layout(d).total; }
+// Either kernel's workspace, whichever the device picks.
+size_t convt_workspace_size(const fusedops_op_desc& d) {
+  const ConvtSm90Layout s9 = convt_sm90_layout(d);
+  return std::max(layout(d).total, s9.eligible ? s9.total : size_t(0));
+}
+
+namespace {
+// The sm_90a wgmma path for a plan, when the device, the build and the descriptor allow it (and the options do not
+// force the mma.sync kernel): its parameters, shared memory and grids. False leaves the plan on convt_kernel; `why`
+// says why (for a forced choice).
+bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, ConvtLaunch* p, const char** why) {
+  const ConvtSm90Layout s9 = convt_sm90_layout(d);
+  if (!convt_sm90_built()) return *why = "this library was built without sm_90a kernels", false;
+  if (device_info().cc_major != 9) return *why = "the device is not sm_90", false;
+  if (!s9.eligible) return *why = s9.why, false;
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return cudaGetLastError(), *why = "the device's shared-memory limit is unknown", false;
+  int32_t stages = 0;
+  const size_t smem = convt_sm90_smem(s9.span, b.kh * b.kw, size_t(optin), &stages);
+  if (smem == 0) return *why = "its stages exceed the device's shared memory", false;
+  if (convt_sm90_prepare(smem) != cudaSuccess)
+    return cudaGetLastError(), *why = "the device refused the kernel's shared memory", false;
+  ConvtSm90Params& q = p->s9;
+  q.param_dtype = b.param_dtype;
+  q.pre = b.pre;
+  q.batch = int32_t(d.d.gn.N);
+  q.cin = b.cin, q.cout = b.cout, q.hin = b.hin, q.win = b.win, q.hout = b.hout, q.wout = b.wout;
+  q.kh = b.kh, q.kw = b.kw, q.dh = b.dh, q.dw = b.dw;
+  q.wpad = s9.wpad, q.offy = s9.offy, q.offx = s9.offx, q.span = s9.span;
+  q.chunks = b.cin / kSm90Chunk, q.stages = stages, q.tiles = s9.tiles;
+  q.G = b.G, q.Cg = b.Cg, q.tiles_c = s9.tiles_c;
+  p->smem = smem;
+  p->s9l = s9;
+  p->sm90 = true;
+  // The finishing kernel reads the partials as [N][G][pixel blocks][channel tiles]: one pixel block per consumer
+  // warpgroup, channel tiles of 64 (= kTN).
+  p->base.tiles_h = 1, p->base.tiles_w = 2 * s9.tiles, p->base.tiles_c = s9.tiles_c;
+  return true;
+}
+}  // namespace
 
 int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtLaunchPtr* out, size_t* workspace,
                std::string* kernels, char* err, size_t err_len) {
-  (void)o;
   const char* op = "ConvTransposeGroupNormAct";
   const fusedops_groupnorm_desc& gn = d.d.gn;
   const fusedops_conv_desc& cv = d.conv;
@@ -419,13 +410,22 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   p->norm_chunk = int64_t(align_up(size_t(ceil_div(S, chunks)), 4));  // whole vectors per block
   p->norm_grid = dim3(unsigned(gn.N * gn.C), unsigned(ceil_div(S, p->norm_chunk)));
   p->l = l;
-  *workspace = l.total;
+  *workspace = convt_workspace_size(d);
+  const char* why = "";
+  if (o.convt_kernel != FUSEDOPS_CONVT_IGEMM && !plan_sm90(d, b, p.get(), &why) && o.convt_kernel == FUSEDOPS_CONVT_WGMMA)
+    return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "%s: the sm_90 wgmma kernel cannot run this: %s", op,
+                       why);
   char text[256];
-  std::snprintf(text, sizeof text,
-                "convt_pack_w + convt_igemm(%s,%dx%dx%d,kc=%d,smem=%zu%s) + gn_stats_finish + gn_normalize_inplace",
-                three ? "3xtf32" : gn.x_dtype == FUSEDOPS_F32 ? "tf32" : gn.x_dtype == FUSEDOPS_F16 ? "f16>tf32"
-                                                                                                    : "bf16>tf32",
-                kTR, kTM, kTN, kKC, p->smem, l.x_vec4 ? ",vec4" : "");
+  if (p->sm90)
+    std::snprintf(text, sizeof text,
+                  "convt_pack_w + convt_wgmma(tf32,64x%d,stages=%d,smem=%zu) + gn_stats_finish + gn_normalize_inplace",
+                  kSm90Pixels, p->s9.stages, p->smem);
+  else
+    std::snprintf(text, sizeof text,
+                  "convt_pack_w + convt_igemm(%s,%dx%dx%d,kc=%d,smem=%zu%s) + gn_stats_finish + gn_normalize_inplace",
+                  three ? "3xtf32" : gn.x_dtype == FUSEDOPS_F32 ? "tf32" : gn.x_dtype == FUSEDOPS_F16 ? "f16>tf32"
+                                                                                                      : "bf16>tf32",
+                  kTR, kTM, kTN, kKC, p->smem, l.x_vec4 ? ",vec4" : "");
   *kernels = text;
   *out = std::move(p);
   return FUSEDOPS_OK;
@@ -444,12 +444,21 @@ cudaError_t convt_run(const ConvtLaunch& lp, const void* const* in, int32_t num_
   p.y = y;
   char* ws = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace), kAlignWs));
   p.partials = reinterpret_cast<Welford*>(ws);
-  p.stats = reinterpret_cast<float2*>(ws + lp.l.stats_offset);
-  p.wp = reinterpret_cast<const float*>(ws + lp.l.wp_offset);
+  p.stats = reinterpret_cast<float2*>(ws + (lp.sm90 ? lp.s9l.stats_offset : lp.l.stats_offset));
+  p.wp = reinterpret_cast<const float*>(ws + (lp.sm90 ? lp.s9l.wp_offset : lp.l.wp_offset));
   void* args[2] = {&p, nullptr};
-  cudaError_t e = cudaLaunchKernel(lp.pack, lp.pack_grid, dim3(kNormThreads), args, 0, stream);
-  if (e != cudaSuccess) return e;
-  e = cudaLaunchKernel(lp.conv, lp.conv_grid, dim3(kThreads), args, lp.smem, stream);
+  cudaError_t e;
+  if (lp.sm90) {
+    ConvtSm90Params q = lp.s9;
+    q.x = static_cast<const float*>(p.x), q.wp = p.wp, q.bias = p.bias, q.ex = p.ex;
+    q.x_vec4 = q.win % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+    q.y = static_cast<float*>(y), q.partials = p.partials;
+    e = convt_sm90_pack(static_cast<const float*>(p.w), const_cast<float*>(p.wp), q.cin, q.cout, q.kh * q.kw, stream);
+    if (e == cudaSuccess) e = convt_sm90_conv(q, lp.smem, stream);
+  } else {
+    e = cudaLaunchKernel(lp.pack, lp.pack_grid, dim3(kNormThreads), args, 0, stream);
+    if (e == cudaSuccess) e = cudaLaunchKernel(lp.conv, lp.conv_grid, dim3(kThreads), args, lp.smem, stream);
+  }
   if (e != cudaSuccess) return e;
   e = cudaLaunchKernel(reinterpret_cast<const void*>(convt_finish_kernel), lp.finish_grid, dim3(kNormThreads), args,
                        0, stream);

@@ -224,7 +224,17 @@ typedef struct {
                                  before sm_90) instead of slices combined by a thread-block cluster */
   int32_t direct_launches;    /* 1: GemmGroupNormAct launches its GEMM and epilogue each call instead of replaying a
                                  CUDA graph of them per pointer set (captured at a set's second call) */
+  int32_t convt_kernel;       /* ConvTransposeGroupNormAct: a fusedops_convt_kernel (0 = the planner's choice); a forced
+                                 kernel that cannot run the descriptor fails plan creation with the reason */
 } fusedops_plan_options;
+
+/* ---- The convolution of ConvTransposeGroupNormAct: which kernel a plan runs ------------------------------------ */
+typedef enum {
+  FUSEDOPS_CONVT_AUTO = 0,  /* options only: the planner's choice (wgmma where it applies, else the implicit GEMM) */
+  FUSEDOPS_CONVT_IGEMM = 1, /* the mma.sync implicit GEMM (every shape, sm_80 and later) */
+  FUSEDOPS_CONVT_WGMMA = 2  /* sm_90: wgmma with both operands in shared memory (float32 X with TF32 products, stride
+                               1, one convolution group, output channels a multiple of 64, input channels of 8) */
+} fusedops_convt_kernel;
 
 /* ---- The GEMM of GemmGroupNormAct: which kernel a plan runs ---------------------------------------------------- */
 
