@@ -50,7 +50,7 @@ def _eager(x, w, b, gamma, beta, extras, a, conv, strict):
 
 
 def _case(shape, w_shape, G, *, pre="gelu", post="", strides=None, pads=None, output_padding=None, dilations=None,
-          group=1, dtype=torch.float32, allow_tf32=True, n_extra=0, seed=0, bias=True, nan_at=None):
+          group=1, dtype=torch.float32, allow_tf32=True, n_extra=0, seed=0, bias=True, nan_at=None, options=None):
     r = len(shape) - 2
     conv = dict(strides=strides or [1] * r, pads=pads or [0] * (2 * r), output_padding=output_padding or [0] * r,
                 dilations=dilations or [1] * r, group=group)
@@ -65,7 +65,7 @@ def _case(shape, w_shape, G, *, pre="gelu", post="", strides=None, pads=None, ou
     beta = (torch.randn(C, generator=g) * 0.5).to(DEV)
     extras = [torch.randn(C, generator=g).to(DEV) for _ in range(n_extra)]
     a = attrs(num_groups=G, pre=pre, post=post)
-    plan = convt_abi.make_plan(x, w, a, torch.float32, allow_tf32=allow_tf32, **conv)
+    plan = convt_abi.make_plan(x, w, a, torch.float32, options, allow_tf32=allow_tf32, **conv)
     want = _reference(x, w, b, gamma, beta, extras, a, conv)
     out = torch.full(tuple(want.shape), float("nan"), dtype=dtype, device=DEV)
     got = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, extras, a, out=out, plan=plan, **conv)
@@ -107,7 +107,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_tf32_against_float64_and_eager(name):
     got, want, eager, plan = _case(**CASES[name])
-    assert "convt_igemm(tf32" in plan.kernels, plan.kernels
+    assert "convt_igemm(tf32" in plan.kernels or "convt_wgmma(tf32" in plan.kernels, plan.kernels
     _check(got, want, eager, floor=5e-3, what=f"{name} tf32")
 
 

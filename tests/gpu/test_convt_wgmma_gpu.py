@@ -1,0 +1,115 @@
+"""The sm_90 wgmma convolution of ConvTransposeGroupNormAct (plugins/csrc/cuda/sm90/convt_wgmma.cu, issue 13):
+the planner picks it on sm_90 for what it takes (float32 X with TF32, stride 1, one convolution group, output channels
+a multiple of 64, input channels a multiple of 8, GroupNorm groups of 8/16/32 or a multiple of 64 channels), and it
+must match float64 within a small multiple of eager TF32's error, agree with the mma.sync kernel, and refuse a forced
+run it cannot do with the reason. Same harness and tolerances as test_convt_gpu.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_support import DEV, SKIP_REASON, attrs
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")]
+
+if SKIP_REASON is None:
+    from fusedops.plugins import abi, convt_abi
+    from test_convt_gpu import _case, _check
+
+    SM90 = torch.cuda.get_device_capability() == (9, 0)
+else:
+    SM90 = False
+need_sm90 = pytest.mark.skipif(not SM90, reason="the wgmma kernel runs on sm_90 (H100 / H200) only")
+
+# Every case is one the kernel takes; together they cover several pixel tiles and a partial last one, rows of the
+# padded grid longer than a tile, 1-D, padding wider than the kernel (input columns left of the grid), dilation,
+# 1x1 and 5-tap kernels, two channel tiles, and each GroupNorm group size it handles.
+WG_CASES = {
+    "model4_small": dict(shape=(2, 64, 19, 37), w_shape=(64, 64, 3, 3), G=8),
+    "cout128_groups32_wide": dict(shape=(3, 16, 11, 300), w_shape=(16, 128, 3, 3), G=4, post="relu"),
+    "group64_batch1": dict(shape=(1, 8, 5, 9), w_shape=(8, 64, 3, 3), G=1),
+    "group128_kernel1x1": dict(shape=(2, 8, 6, 7), w_shape=(8, 128, 1, 1), G=1, pre=""),
+    "groups16_dilation2": dict(shape=(2, 24, 13, 17), w_shape=(24, 64, 3, 3), G=4, dilations=[2, 2],
+                               pads=[2, 1, 2, 1]),
+    "pads_wider_than_kernel": dict(shape=(2, 16, 12, 12), w_shape=(16, 64, 3, 3), G=8, pads=[3, 3, 3, 3]),
+    "one_d_5_taps": dict(shape=(3, 32, 700), w_shape=(32, 64, 5), G=8, pads=[2, 2]),
+    "extras_no_bias": dict(shape=(2, 16, 9, 10), w_shape=(16, 64, 3, 3), G=8, pre="add(@0);gelu",
+                           post="mul(@1);relu", n_extra=2, bias=False),
+}
+
+
+@need_sm90
+@pytest.mark.parametrize("name", sorted(WG_CASES))
+def test_wgmma_kernel_against_float64_and_eager(name):
+    got, want, eager, plan = _case(**WG_CASES[name])
+    assert "convt_wgmma(tf32" in plan.kernels, plan.kernels
+    # A `post` multiplying by extras of up to ~3 scales TF32's error with it (the mma.sync kernel's is of the same
+    # size: test_wgmma_agrees_with_the_mma_sync_kernel); cuDNN ran these small cases in full FP32.
+    _check(got, want, eager, floor=1e-2 if "mul(@1)" in WG_CASES[name].get("post", "") else 5e-3,
+           what=f"{name} wgmma")
+
+
+@need_sm90
+@pytest.mark.parametrize("name", ["model4_small", "cout128_groups32_wide", "one_d_5_taps", "extras_no_bias",
+                                  "pads_wider_than_kernel"])
+def test_wgmma_agrees_with_the_mma_sync_kernel(name):
+    wg, want, _, plan_wg = _case(**WG_CASES[name])
+    ig, _, _, plan_ig = _case(**WG_CASES[name], options=abi.PlanOptions(convt_kernel=abi.CONVT_IGEMM))
+    assert "convt_wgmma" in plan_wg.kernels and "convt_igemm" in plan_ig.kernels
+    # Both TF32; the two differ in X's rounding (truncated here, rounded there), so compare to each's float64 error.
+    err_wg = (wg.double() - want).abs().max().item()
+    err_ig = (ig.double() - want).abs().max().item()
+    gap = (wg.double() - ig.double()).abs().max().item()
+    print(f"[convt wgmma] {name}: err {err_wg:.3g}, mma.sync {err_ig:.3g}, gap {gap:.3g}")
+    assert gap <= 2 * (err_wg + err_ig) and err_wg <= 2 * err_ig + 1e-3
+
+
+@need_sm90
+def test_model4_full_width_batch_2_runs_the_wgmma_kernel():
+    got, want, eager, plan = _case((2, 64, 64, 256), (64, 64, 3, 3), 8)
+    assert "convt_wgmma(tf32" in plan.kernels, plan.kernels
+    _check(got, want, eager, floor=5e-3, what="model 4 rows, batch 2, 64x256")
+
+
+@need_sm90
+def test_nan_stays_in_its_sample_and_groups():
+    got, want, eager, plan = _case(**WG_CASES["model4_small"], nan_at=(1, 3, 4, 5))
+    assert "convt_wgmma" in plan.kernels
+    assert torch.isnan(got[1]).any() and not torch.isnan(got[0]).any()
+    _check(got, want, eager, floor=5e-3, what="nan")
+
+
+@pytest.mark.parametrize("what,case,match", [
+    ("stride 2", dict(shape=(1, 8, 5, 5), w_shape=(8, 64, 3, 3), G=8, strides=[2, 2]), "strides of 1 only"),
+    ("48 output channels", dict(shape=(1, 8, 5, 5), w_shape=(8, 48, 3, 3), G=8), "multiple of 64"),
+    ("groups of 4 channels", dict(shape=(1, 8, 5, 5), w_shape=(8, 64, 3, 3), G=16), "groups of 8, 16, 32"),
+    ("strict float32", dict(shape=(1, 8, 5, 5), w_shape=(8, 64, 3, 3), G=8, allow_tf32=False), "TF32 products"),
+])
+def test_forcing_the_wgmma_kernel_where_it_cannot_run_names_the_reason(what, case, match):
+    if not SM90:
+        match = "not sm_90|without sm_90a"
+    with pytest.raises(Exception, match=match):
+        _case(**case, options=abi.PlanOptions(convt_kernel=abi.CONVT_WGMMA))
+
+
+@need_sm90
+def test_x_not_16_byte_aligned_gives_the_aligned_result():
+    """16-byte loads need X rows aligned; an X starting 4 bytes past a boundary takes the 4-byte loads, which must
+    stage the same values (same bits out)."""
+    shape, w_shape = (2, 16, 7, 256), (16, 64, 3, 3)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(*shape, generator=g).to(DEV)
+    shifted = torch.empty(x.numel() + 1, device=DEV)[1:].view(shape)
+    shifted.copy_(x)
+    assert shifted.data_ptr() % 16 != 0 and shifted.is_contiguous()
+    w = (torch.randn(*w_shape, generator=g) * 0.1).to(DEV)
+    b, gamma, beta = (torch.randn(64, generator=g).to(DEV) for _ in range(3))
+    a = attrs(num_groups=8, pre="gelu")
+    conv = dict(strides=[1, 1], pads=[1, 1, 1, 1], output_padding=[0, 0], dilations=[1, 1], group=1)
+    plan = convt_abi.make_plan(x, w, a, torch.float32, **conv)
+    assert "convt_wgmma" in plan.kernels, plan.kernels
+    aligned = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], a, plan=plan, **conv)
+    got = convt_abi.convtranspose_groupnorm_act(shifted, w, b, gamma, beta, [], a, plan=plan, **conv)
+    torch.cuda.synchronize()
+    assert torch.isfinite(aligned).all() and torch.equal(got, aligned)
