@@ -30,10 +30,14 @@ class Model(nn.Module):
 
 
 class ModelNew(nn.Module):
-    """ConvTranspose2d (cuDNN, a library call) then GELU + GroupNorm in one fused op (pre-chain ``gelu``).
+    """One fused op where it is the faster path, else ConvTranspose2d (cuDNN) then GELU + GroupNorm in one fused op.
 
-    The fused op reads the convolution's output once for the statistics and once to write the result: no GELU
-    intermediate of the output's size.
+    On sm_90 with TF32 convolutions (float32 X, ``torch.backends.cudnn.allow_tf32``) the whole model is
+    ``fusedops::convtranspose_group_norm_act``, whose plan runs the wgmma convolution with the bias, GELU and the
+    GroupNorm statistics in its epilogue, then normalises in place: faster than cuDNN + the fused GELU/GroupNorm op at
+    batch 1, 16 and 128 (H100, 2026-11-27, docs/convt.md). Elsewhere (other devices, 16-bit, strict FP32) the
+    one-op kernel is slower than cuDNN, so the convolution stays a library call and the fused op reads its output once
+    for the statistics and once to write the result: no GELU intermediate of the output's size either way.
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, groups, num_groups):
@@ -42,11 +46,46 @@ class ModelNew(nn.Module):
         self.group_norm = nn.GroupNorm(num_groups=num_groups, num_channels=out_channels)
 
     def forward(self, x):
-        x = self.conv_transpose(x)
         # Read from the modules' dicts: nn.Module.__getattr__ costs ~1 us a lookup, a third of this call's host time.
+        conv = self._modules["conv_transpose"]
         gn = self._modules["group_norm"]
+        if _one_op_runs_wgmma(x, conv, gn):
+            p = list(conv.padding)
+            return torch_ops.convtranspose_group_norm_act(
+                x, conv._parameters["weight"], conv._parameters["bias"], gn._parameters["weight"],
+                gn._parameters["bias"], [], gn.num_groups, list(conv.stride), p + p, list(conv.output_padding),
+                list(conv.dilation), conv.groups, gn.eps, "gelu", "", "", 1)
+        x = conv(x)
         return torch_ops.group_norm_act(x, gn._parameters["weight"], gn._parameters["bias"], [], gn.num_groups,
                                         gn.eps, "gelu", "", "")
+
+
+# (device, shape, convolution and GroupNorm settings) -> whether the one-op plan runs the wgmma kernel there.
+_WGMMA_RUNS: dict = {}
+
+
+def _one_op_runs_wgmma(x, conv, gn) -> bool:
+    if not x.is_cuda or x.dtype != torch.float32 or not torch.backends.cudnn.allow_tf32 or x.dim() != 4:
+        return False
+    key = (x.device.index, tuple(x.shape), tuple(conv.weight.shape), conv.stride, conv.padding, conv.output_padding,
+           conv.dilation, conv.groups, gn.num_groups, conv.bias is not None)
+    runs = _WGMMA_RUNS.get(key)
+    if runs is None:  # ask the planner once: it alone knows the kernel's rules and the device
+        from fusedops import catalog
+        from fusedops.errors import FusedopsError
+        from fusedops.plugins import convt_abi
+
+        p = list(conv.padding)
+        attrs = catalog.parse_attrs("GroupNormAct", {"num_groups": gn.num_groups, "epsilon": gn.eps, "pre": "gelu"})
+        try:
+            plan = convt_abi.make_plan(x, conv.weight, attrs, torch.float32, strides=list(conv.stride), pads=p + p,
+                                       output_padding=list(conv.output_padding), dilations=list(conv.dilation),
+                                       group=conv.groups, allow_tf32=True)
+            runs = "convt_wgmma" in plan.kernels
+        except FusedopsError:  # a shape the one-op kernels refuse: today's path
+            runs = False
+        _WGMMA_RUNS[key] = runs
+    return runs
 
 
 def get_inputs():

@@ -113,3 +113,35 @@ def test_x_not_16_byte_aligned_gives_the_aligned_result():
     got = convt_abi.convtranspose_groupnorm_act(shifted, w, b, gamma, beta, [], a, plan=plan, **conv)
     torch.cuda.synchronize()
     assert torch.isfinite(aligned).all() and torch.equal(got, aligned)
+
+
+@need_sm90
+def test_model4_modelnew_runs_the_one_op_path_with_tf32():
+    """ModelNew of model 4 takes the one-op path (ConvTranspose + GELU + GroupNorm in one plan, the wgmma kernel)
+    on sm_90 with TF32 convolutions, today's cuDNN + GroupNormAct path with strict FP32; both match float64."""
+    import copy
+
+    from fusedops.models import convtranspose2d_gelu_groupnorm as model4
+    from fusedops.models import get_entry
+
+    WGMMA_RUNS_CACHE = model4._WGMMA_RUNS
+
+    entry = get_entry("4")
+    ref = entry.build("bench", seed=0).cuda()  # 64 -> 64 channels, 8 groups: what the wgmma kernel takes
+    new = entry.build("bench", cls_name="ModelNew", seed=0).cuda()
+    x = torch.rand(2, 64, 30, 41, generator=torch.Generator().manual_seed(11)).cuda()
+    with torch.no_grad():
+        want = copy.deepcopy(ref).double()(x.double())
+    prev = torch.backends.cudnn.allow_tf32
+    try:
+        for tf32 in (True, False):
+            torch.backends.cudnn.allow_tf32 = tf32
+            WGMMA_RUNS_CACHE.clear()
+            with torch.no_grad():
+                got = new(x)
+            torch.cuda.synchronize()
+            assert list(WGMMA_RUNS_CACHE.values()) == ([True] if tf32 else []), WGMMA_RUNS_CACHE
+            err = (got.double() - want).abs().max().item()
+            assert err <= (1e-2 if tf32 else 1e-4), f"tf32={tf32}: max error {err:.3g}"
+    finally:
+        torch.backends.cudnn.allow_tf32 = prev
