@@ -11,9 +11,14 @@
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <new>
 #include <vector>
@@ -27,12 +32,15 @@
 namespace {
 
 using fusedops::cpu::ChannelParams;
+using fusedops::cpu::kMinParallelWork;
 using fusedops::cpu::kMomentBlock;
 using fusedops::cpu::Moments;
 using fusedops::cpu::ReduceAcc;
 
 constexpr int64_t kScratchMaxFloats = 1LL << 22;  // per-thread scratch for one group (16 MiB)
 constexpr int64_t kReducePositions = 256;         // positions per task in the reduce path
+constexpr int64_t kBatchBlocks = 4;               // small groups a task: at least four moment blocks (merge_blocks)
+constexpr int64_t kMaxGroupBatch = 64;            // ... and at most this many groups
 
 using fusedops::core::set_err;  // UTF-8-safe truncation (core/message.h)
 
@@ -60,6 +68,18 @@ int check_run_args(const fusedops_groupnorm_desc& d, const void* x, const void* 
   return FUSEDOPS_OK;
 }
 
+// Whether apply_chain gives each element the same result on a span of whole channels as channel by channel: no step
+// reads a per-channel extra, and no step buffers its values in chunks of its own (mish). Eigen's scalar path (the
+// unaligned head and the tail of a span) can differ from its vector path (its float exp, say), so the caller also
+// needs channels that are whole vectors at 64-byte-aligned addresses: S a multiple of 16 and Y aligned to 64 bytes.
+bool span_independent(const fusedops_chain& c) {
+  for (int32_t i = 0; i < c.num_steps; ++i) {
+    const fusedops_step& s = c.steps[i];
+    if (s.op == FUSEDOPS_STEP_MISH || (fusedops_step_is_binary(s.op) && s.operand >= 0)) return false;
+  }
+  return true;
+}
+
 // Normalise one span of one channel: v <- (v - mean) * (rstd * gamma) + beta.
 inline void normalize(float* v, int64_t n, float mean, float scale, float shift) {
   for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - mean) * scale + shift;
@@ -68,40 +88,92 @@ inline void normalize_to(const float* src, float* dst, int64_t n, float mean, fl
   for (int64_t i = 0; i < n; ++i) dst[i] = (src[i] - mean) * scale + shift;
 }
 
-// Moments::merge_block of the blocks v + j·n, j < nblocks, in order, four blocks at a time. One block's sums are one
-// dependent chain of vector adds, so a block at a time is latency-bound (~85 % of a (2, 320, 32, 32) GroupNorm +
-// SiLU on a Zen 5 core, perf 2026-11-27); four independent chains run about four times as fast. Each lane k of a
-// block's accumulator adds the values i + k in order, as merge_block's accumulator k does, so the sums are the same.
-void merge_blocks(Moments& m, const float* v, int64_t n, int64_t nblocks) {
-  using A4d = Eigen::Array4d;
-  using A4f = Eigen::Array4f;
-  int64_t j = 0;
-  for (; j + 4 <= nblocks && n > 0; j += 4) {
-    const float* p[4] = {v + j * n, v + (j + 1) * n, v + (j + 2) * n, v + (j + 3) * n};
-    A4d s[4] = {A4d::Zero(), A4d::Zero(), A4d::Zero(), A4d::Zero()}, q[4] = {s[0], s[1], s[2], s[3]};
-    int64_t i = 0;
+// The moments {n, mean, M2} of each block v + j·n, j < B, exactly as Moments::merge_block(v + j·n, n) forms them
+// before merging: lane k of a block's accumulator adds the values i + k in order (the tail into lane 0), as
+// merge_block's accumulator k does. One block's sums are one dependent chain of vector adds, so a block at a time is
+// latency-bound (~85 % of a (2, 320, 32, 32) GroupNorm + SiLU on a Zen 5 core, perf 2026-11-27); B independent
+// chains run about B times as fast.
+template <int B>
+void block_moments(const float* v, int64_t n, Moments* out) {
+  const float* p[B];
+  double s[B][4], q[B][4], bm[B];
+  for (int b = 0; b < B; ++b) p[b] = v + b * n;
+  int64_t i = 0;
+#if defined(__AVX__)
+  // Explicit 4-double vectors: left to itself GCC packs pairs of blocks into 8-double vectors through scalar inserts
+  // (two chains instead of four, and shuffles). Lane k is the same add chain either way.
+  {
+    __m256d vs[B];
+    for (int b = 0; b < B; ++b) vs[b] = _mm256_setzero_pd();
     for (; i + 4 <= n; i += 4)
-      for (int b = 0; b < 4; ++b) s[b] += Eigen::Map<const A4f>(p[b] + i).cast<double>();
-    double bm[4];
-    const double nb = static_cast<double>(n);
-    for (int b = 0; b < 4; ++b) {
-      for (int64_t t = i; t < n; ++t) s[b][0] += static_cast<double>(p[b][t]);
-      bm[b] = ((s[b][0] + s[b][1]) + (s[b][2] + s[b][3])) / nb;
-    }
-    for (i = 0; i + 4 <= n; i += 4)
-      for (int b = 0; b < 4; ++b) {
-        const A4d dv = Eigen::Map<const A4f>(p[b] + i).cast<double>() - bm[b];
-        q[b] += dv * dv;
-      }
-    for (int b = 0; b < 4; ++b) {
-      for (int64_t t = i; t < n; ++t) {
-        const double dv = static_cast<double>(p[b][t]) - bm[b];
-        q[b][0] += dv * dv;
-      }
-      m.merge(Moments{nb, bm[b], (q[b][0] + q[b][1]) + (q[b][2] + q[b][3])});
-    }
+      for (int b = 0; b < B; ++b) vs[b] = _mm256_add_pd(vs[b], _mm256_cvtps_pd(_mm_loadu_ps(p[b] + i)));
+    for (int b = 0; b < B; ++b) _mm256_storeu_pd(s[b], vs[b]);
   }
-  for (; j < nblocks; ++j) m.merge_block(v + j * n, n);
+#else
+  for (int b = 0; b < B; ++b)
+    for (int k = 0; k < 4; ++k) s[b][k] = 0.0;
+  for (; i + 4 <= n; i += 4)
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < 4; ++k) s[b][k] += static_cast<double>(p[b][i + k]);
+#endif
+  const double nb = static_cast<double>(n);
+  for (int b = 0; b < B; ++b) {
+    for (int64_t t = i; t < n; ++t) s[b][0] += static_cast<double>(p[b][t]);
+    bm[b] = ((s[b][0] + s[b][1]) + (s[b][2] + s[b][3])) / nb;
+  }
+  i = 0;
+#if defined(__AVX__)
+  {
+    __m256d vq[B], vm[B];
+    for (int b = 0; b < B; ++b) {
+      vq[b] = _mm256_setzero_pd();
+      vm[b] = _mm256_set1_pd(bm[b]);
+    }
+    for (; i + 4 <= n; i += 4)
+      for (int b = 0; b < B; ++b) {
+        const __m256d dv = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(p[b] + i)), vm[b]);
+#if defined(__FMA__)
+        vq[b] = _mm256_fmadd_pd(dv, dv, vq[b]);  // as the compiler contracts merge_block's q += d * d
+#else
+        vq[b] = _mm256_add_pd(vq[b], _mm256_mul_pd(dv, dv));
+#endif
+      }
+    for (int b = 0; b < B; ++b) _mm256_storeu_pd(q[b], vq[b]);
+  }
+#else
+  for (int b = 0; b < B; ++b)
+    for (int k = 0; k < 4; ++k) q[b][k] = 0.0;
+  for (; i + 4 <= n; i += 4)
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < 4; ++k) {
+        const double dv = static_cast<double>(p[b][i + k]) - bm[b];
+        q[b][k] += dv * dv;
+      }
+#endif
+  for (int b = 0; b < B; ++b) {
+    for (int64_t t = i; t < n; ++t) {
+      const double dv = static_cast<double>(p[b][t]) - bm[b];
+      q[b][0] += dv * dv;
+    }
+    out[b] = Moments{nb, bm[b], (q[b][0] + q[b][1]) + (q[b][2] + q[b][3])};
+  }
+}
+
+// Merge the blocks v + j·n, j < nblocks (n > 0), in order into m[j / per], one Moments per run of `per` blocks:
+// the same sums in the same order as merge_block one block at a time. Blocks four at a time, across runs too
+// (groups of fewer than four blocks are batched by the caller).
+void merge_blocks(Moments* m, const float* v, int64_t n, int64_t nblocks, int64_t per = -1) {
+  if (per < 0) per = nblocks;
+  Moments bmom[4];
+  for (int64_t j = 0; j < nblocks; j += 4) {
+    const int64_t k = std::min<int64_t>(4, nblocks - j);
+    const float* p = v + j * n;
+    if (k == 4) block_moments<4>(p, n, bmom);
+    else if (k == 3) block_moments<3>(p, n, bmom);
+    else if (k == 2) block_moments<2>(p, n, bmom);
+    else block_moments<1>(p, n, bmom);
+    for (int64_t b = 0; b < k; ++b) m[(j + b) / per].merge(bmom[b]);
+  }
 }
 
 // Merge a group of cpg channels of S values (contiguous) into m channel by channel, kMomentBlock values at a time:
@@ -109,11 +181,11 @@ void merge_blocks(Moments& m, const float* v, int64_t n, int64_t nblocks) {
 void merge_group(Moments& m, const float* v, int64_t cpg, int64_t S) {
   if (S <= kMomentBlock || S % kMomentBlock == 0) {  // equal blocks back to back
     const int64_t n = std::min(S, kMomentBlock);
-    merge_blocks(m, v, n, cpg * S / n);
+    merge_blocks(&m, v, n, cpg * S / n);
     return;
   }
   for (int64_t c = 0; c < cpg; ++c) {
-    merge_blocks(m, v + c * S, kMomentBlock, S / kMomentBlock);
+    merge_blocks(&m, v + c * S, kMomentBlock, S / kMomentBlock);
     m.merge_block(v + c * S + S / kMomentBlock * kMomentBlock, S % kMomentBlock);
   }
 }
@@ -195,53 +267,82 @@ void groupnorm_no_reduce(const fusedops_groupnorm_desc& d, const void* x, const 
   const bool use_scratch = !x_direct && glen <= kScratchMaxFloats;
   const float* xf = static_cast<const float*>(x);
   float* yf = static_cast<float*>(y);
-  fusedops::cpu::parallel_for(N * G, N * C * S, [&](int64_t t) {
-    const int64_t n = t / G, g = t % G;
-    const int64_t base = (n * C + g * cpg) * S;
+  // A task takes `batch` consecutive (sample, group) spans, which lie back to back. Groups of fewer than four equal
+  // moment blocks (say 2 channels of 64) are batched so that their block sums still run four chains at a time
+  // (merge_blocks) and the scalar work of one group (merges, divisions, square root) overlaps the next one's; the
+  // sums and merges are those of one group at a time, in the same order.
+  // Small groups are also batched up to one block of values (but never below four tasks a thread), and where
+  // span_independent allows, the post chain runs once over the batch's span (the same bits): one call instead of one
+  // a channel, whose fixed cost dominated a (4, 64, 8, 8) GroupNorm + SiLU.
+  const bool contiguous = x_direct || use_scratch;
+  const int64_t bn = std::min(S, kMomentBlock), gblocks = glen / bn;
+  const bool batch_groups = contiguous && (S <= kMomentBlock || S % kMomentBlock == 0);
+  int64_t batch = 1;
+  if (batch_groups) {
+    batch = std::min(kMaxGroupBatch, std::max((kBatchBlocks + gblocks - 1) / gblocks, kMomentBlock / glen));
+    const int64_t T = fusedops::cpu::num_threads();
+    if (T > 1 && N * C * S >= kMinParallelWork) batch = std::min(batch, std::max<int64_t>(1, N * G / (4 * T)));
+    batch = std::min(batch, N * G);
+  }
+  const bool post_on_span = y_direct && batch > 1 && span_independent(d.post) && S % 16 == 0 &&
+                            reinterpret_cast<uintptr_t>(y) % 64 == 0;
+  fusedops::cpu::parallel_for((N * G + batch - 1) / batch, N * C * S, [&](int64_t t) {
+    const int64_t ng0 = t * batch, groups = std::min(batch, N * G - ng0);
     thread_local std::vector<float> scratch;
-    if (use_scratch && static_cast<int64_t>(scratch.size()) < glen) scratch.resize(glen);
+    if (use_scratch && static_cast<int64_t>(scratch.size()) < groups * glen) scratch.resize(groups * glen);
     float buf[kMomentBlock], out[kMomentBlock];
-    Moments m;
-    if (x_direct || use_scratch) {  // the group's values, contiguous: blocks merged four at a time
-      for (int64_t c = 0; use_scratch && c < cpg; ++c)
-        for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
-          const int64_t len = std::min(kMomentBlock, S - s0);
-          float* v = scratch.data() + c * S + s0;
-          fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, v);
-          fusedops::cpu::apply_chain(d.pre, v, len, p.ex, g * cpg + c, false);
-        }
-      merge_group(m, x_direct ? xf + base : scratch.data(), cpg, S);
+    Moments m[kMaxGroupBatch];
+    if (contiguous) {  // the groups' values, contiguous: blocks merged four at a time
+      for (int64_t j = 0; use_scratch && j < groups; ++j)
+        for (int64_t c = 0; c < cpg; ++c)
+          for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
+            const int64_t len = std::min(kMomentBlock, S - s0);
+            float* v = scratch.data() + j * glen + c * S + s0;
+            fusedops::cpu::load_f32(x, d.x_dtype, (ng0 + j) * glen + c * S + s0, len, v);
+            fusedops::cpu::apply_chain(d.pre, v, len, p.ex, (ng0 + j) % G * cpg + c, false);
+          }
+      const float* v = x_direct ? xf + ng0 * glen : scratch.data();
+      if (batch_groups)
+        merge_blocks(m, v, bn, groups * gblocks, gblocks);
+      else
+        merge_group(m[0], v, cpg, S);
     } else {
+      const int64_t g = ng0 % G;
       for (int64_t c = 0; c < cpg; ++c)
         for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
           const int64_t len = std::min(kMomentBlock, S - s0);
-          fusedops::cpu::load_f32(x, d.x_dtype, base + c * S + s0, len, buf);
+          fusedops::cpu::load_f32(x, d.x_dtype, ng0 * glen + c * S + s0, len, buf);
           fusedops::cpu::apply_chain(d.pre, buf, len, p.ex, g * cpg + c, false);
-          m.merge_block(buf, len);
+          m[0].merge_block(buf, len);
         }
     }
-    const float mean = static_cast<float>(m.mean);
-    const float rstd = static_cast<float>(1.0 / std::sqrt(m.variance() + static_cast<double>(d.epsilon)));
-    for (int64_t c = 0; c < cpg; ++c) {
-      const int64_t ch = g * cpg + c;
-      const float scale = rstd * p.gamma[ch], shift = p.beta[ch];
-      for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
-        const int64_t len = std::min(kMomentBlock, S - s0), at = base + c * S + s0;
-        const float* src = out;  // the pre-activated values of this chunk
-        if (x_direct) {
-          src = xf + at;
-        } else if (use_scratch) {
-          src = scratch.data() + c * S + s0;
-        } else {
-          fusedops::cpu::load_f32(x, d.x_dtype, at, len, out);
-          fusedops::cpu::apply_chain(d.pre, out, len, p.ex, ch, false);
+    for (int64_t j = 0; j < groups; ++j) {
+      const int64_t g = (ng0 + j) % G, base = (ng0 + j) * glen;
+      const float mean = static_cast<float>(m[j].mean);
+      const float rstd = static_cast<float>(1.0 / std::sqrt(m[j].variance() + static_cast<double>(d.epsilon)));
+      for (int64_t c = 0; c < cpg; ++c) {
+        const int64_t ch = g * cpg + c;
+        const float scale = rstd * p.gamma[ch], shift = p.beta[ch];
+        for (int64_t s0 = 0; s0 < S; s0 += kMomentBlock) {
+          const int64_t len = std::min(kMomentBlock, S - s0), at = base + c * S + s0;
+          const float* src = out;  // the pre-activated values of this chunk
+          if (x_direct) {
+            src = xf + at;
+          } else if (use_scratch) {
+            src = scratch.data() + j * glen + c * S + s0;
+          } else {
+            fusedops::cpu::load_f32(x, d.x_dtype, at, len, out);
+            fusedops::cpu::apply_chain(d.pre, out, len, p.ex, ch, false);
+          }
+          float* dst = y_direct ? yf + at : out;
+          normalize_to(src, dst, len, mean, scale, shift);
+          if (post_on_span) continue;
+          fusedops::cpu::apply_chain(d.post, dst, len, p.ex, ch, false);
+          if (!y_direct) fusedops::cpu::store_from_f32(out, len, y, d.x_dtype, at);
         }
-        float* dst = y_direct ? yf + at : out;
-        normalize_to(src, dst, len, mean, scale, shift);
-        fusedops::cpu::apply_chain(d.post, dst, len, p.ex, ch, false);
-        if (!y_direct) fusedops::cpu::store_from_f32(out, len, y, d.x_dtype, at);
       }
     }
+    if (post_on_span) fusedops::cpu::apply_chain(d.post, yf + ng0 * glen, groups * glen, p.ex, 0, false);
   });
 }
 

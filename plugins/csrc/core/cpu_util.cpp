@@ -369,7 +369,6 @@ void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn) 
 }
 
 void parallel_for(int64_t n_tasks, int64_t work, const std::function<void(int64_t task)>& fn) {
-  constexpr int64_t kMinParallelWork = 1 << 16;
   if (work < kMinParallelWork) {
     for (int64_t t = 0; t < n_tasks; ++t) fn(t);
     return;

@@ -212,8 +212,9 @@ int num_threads();
 // or a nested call from a task) the tasks run on the calling thread, so it never deadlocks. The first exception a
 // task throws is re-thrown in the caller after all tasks finished.
 void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn);
-// Same, but serial when the whole job is small (`work` ~ element operations): waking the pool costs more than it
-// saves below ~64K element operations.
+// Same, but serial when the whole job is small (`work` ~ element operations below kMinParallelWork): waking the
+// pool costs more than it saves below ~64K element operations.
+constexpr int64_t kMinParallelWork = 1 << 16;
 void parallel_for(int64_t n_tasks, int64_t work, const std::function<void(int64_t task)>& fn);
 
 }  // namespace cpu
