@@ -71,6 +71,7 @@ def _one_op_runs_wgmma(x, conv, gn) -> bool:
            conv.dilation, conv.groups, gn.num_groups, conv.bias is not None)
     runs = _WGMMA_RUNS.get(key)
     if runs is None:  # ask the planner once: it alone knows the kernel's rules and the device
+        # lazy: only on a CUDA float32 call; the model module stays importable without the plan bindings
         from fusedops import catalog
         from fusedops.errors import FusedopsError
         from fusedops.plugins import convt_abi

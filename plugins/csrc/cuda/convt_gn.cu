@@ -312,6 +312,7 @@ bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, ConvtLaunch* p, 
   q.wpad = s9.wpad, q.offy = s9.offy, q.offx = s9.offx, q.span = s9.span;
   q.chunks = b.cin / kSm90Chunk, q.stages = stages, q.tiles = s9.tiles;
   q.G = b.G, q.Cg = b.Cg, q.tiles_c = s9.tiles_c;
+  q.pre_kind = convt_sm90_pre_kind(b.pre);
   p->smem = smem;
   p->s9l = s9;
   p->sm90 = true;

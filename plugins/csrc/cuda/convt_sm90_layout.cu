@@ -44,7 +44,7 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   const int64_t span = int64_t(up(size_t(kSm90Pixels + halo), 8));
   const int64_t flat = hout * wpad;
   // 32-bit index arithmetic in the kernel; the descriptors' 14-bit strides bound a stage's slots.
-  if (flat + span >= INT32_MAX || hin * win >= INT32_MAX || span >= 16384 || gn.N > 65535 || kh * kw > 64)
+  if (flat + span >= INT32_MAX || 8 * hin * win >= INT32_MAX || span >= 16384 || gn.N > 65535 || kh * kw > 64)
     return refuse(l, "sizes beyond the kernel's 32-bit indices or stage");
   l->wpad = int32_t(wpad);
   l->offy = int32_t((kh - 1) * dh - ph);

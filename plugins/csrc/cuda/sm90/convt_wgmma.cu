@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "cuda/sm90/wgmma_ptx.cuh"
+#include "cuda/sm90/convt_wgmma_epilogue.cuh"
 
 namespace fusedops {
 namespace cuda {
@@ -31,24 +32,17 @@ using namespace sm90;
 
 constexpr int kLdTile = 256 + 8;  // epilogue tile row stride (floats): = 8 (mod 32), conflict-free float2 stores
 constexpr int kMaxStages = 4;
-constexpr size_t kStagesOffset = 128;  // after the barriers full[4], empty[4]
+constexpr size_t kExchangeOffset = 64;  // after the barriers full[4], empty[4]: [2 wg][8 row blocks][sum, m2]
+constexpr size_t kStagesOffset = 256;
 constexpr size_t kEpilogueBytes = size_t(2) * kSm90Cout * kLdTile * sizeof(float) + 2 * 2 * kSm90Cout * sizeof(float);
 
 __host__ __device__ inline uint32_t stage_x_bytes(int32_t span) { return uint32_t(span) * 2u * 16u; }
 __host__ __device__ inline uint32_t stage_w_bytes(int32_t taps) { return uint32_t(taps) * 2u * kSm90Cout * 16u; }
 
-__device__ __forceinline__ float warp_sum32(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 __device__ __forceinline__ float tf32(float x) {
   uint32_t t;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(t) : "f"(x));
   return __uint_as_float(t);
-}
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 __global__ void convt_sm90_pack_kernel(const float* __restrict__ w, float* __restrict__ wp, int32_t cin, int32_t cout,
@@ -88,26 +82,50 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
   const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
   const int rows = max(0, iy_hi - iy_lo + 1), ncq = (p.win + 3) / 4;
   const int items = 2 * rows * ncq, rows_d = max(rows, 1);
+  // Per item of a pass: its offset in a chunk of X, the stage byte offset of its first slot, and masks (bit 4 j + e:
+  // column e inside X, to load; then the same for the slots to store). The same for every chunk: with one pass a
+  // chunk (items <= kItemsPerPass * 128, model 4's tiles) they are computed once a tile, not once a chunk.
+  int isrc[kItemsPerPass], idst[kItemsPerPass];  // (the plan keeps 8 channel planes within int32)
+  uint32_t lmask = 0, smask = 0;
+  const bool one_pass = items <= kItemsPerPass * 128;
   for (int q = 0; q < p.chunks; ++q) {
     const int st = q % p.stages;
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
     for (int base = 0; base < items || base == 0; base += kItemsPerPass * 128) {
+      if (!one_pass || q == 0) {
+        lmask = smask = 0;
+#pragma unroll
+        for (int j = 0; j < kItemsPerPass; ++j) {
+          const int i = base + j * 128 + tid;
+          const int cq4 = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
+          const int s0 = (iy_lo + r + p.offy) * p.wpad + 4 * cq4 + p.offx - m0;
+          isrc[j] = quad * 4 * int(plane) + (iy_lo + r) * p.win + 4 * cq4;
+          idst[j] = (quad * p.span + s0) * 16;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            // A column padding crops (padded column outside [0, wpad)) is read by no output; storing it would
+            // land in the neighbouring padded row.
+            const int sl = s0 + e, col = 4 * cq4 + e, pcol = col + p.offx;
+            if (i < items && col < p.win) lmask |= 1u << (4 * j + e);
+            if (i < items && sl >= 0 && sl < p.span && col < p.win && pcol >= 0 && pcol < p.wpad)
+              smask |= 1u << (4 * j + e);
+          }
+        }
+      }
       float v[kItemsPerPass][4][4];  // [item][channel][column]
 #pragma unroll
       for (int j = 0; j < kItemsPerPass; ++j) {
-        const int i = base + j * 128 + tid;
-        const int cq4 = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
-        const float* src = xc + int64_t(quad * 4) * plane + int64_t(iy_lo + r) * p.win + 4 * cq4;
+        const float* src = xc + isrc[j];
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           if (V4) {
             float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (i < items) t = __ldg(reinterpret_cast<const float4*>(src + c * plane));
+            if (lmask >> (4 * j) & 15u) t = __ldg(reinterpret_cast<const float4*>(src + c * plane));
             v[j][c][0] = t.x, v[j][c][1] = t.y, v[j][c][2] = t.z, v[j][c][3] = t.w;
           } else {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) v[j][c][e] = i < items && 4 * cq4 + e < p.win ? __ldg(src + c * plane + e) : 0.f;
+            for (int e = 0; e < 4; ++e) v[j][c][e] = lmask >> (4 * j + e) & 1 ? __ldg(src + c * plane + e) : 0.f;
           }
         }
       }
@@ -119,27 +137,20 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
         }
       }
 #pragma unroll
-      for (int j = 0; j < kItemsPerPass; ++j) {
-        const int i = base + j * 128 + tid;
-        if (i >= items) continue;
-        const int cq4 = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
-        const int s0 = (iy_lo + r + p.offy) * p.wpad + 4 * cq4 + p.offx - m0;
+      for (int j = 0; j < kItemsPerPass; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          // A column padding crops (padded column outside [0, wpad)) is read by no output; storing it would land
-          // in the neighbouring padded row.
-          const int s = s0 + e, col = 4 * cq4 + e, pcol = col + p.offx;
-          if (s >= 0 && s < p.span && col < p.win && pcol >= 0 && pcol < p.wpad)
-            *reinterpret_cast<float4*>(sx + (size_t(quad) * p.span + s) * 16) =
+        for (int e = 0; e < 4; ++e)
+          if (smask >> (4 * j + e) & 1)
+            *reinterpret_cast<float4*>(sx + idst[j] + 16 * e) =
                 make_float4(tf32(v[j][0][e]), tf32(v[j][1][e]), tf32(v[j][2][e]), tf32(v[j][3][e]));
-        }
-      }
     }
     fence_proxy_async();
     mbar_arrive(full + st);
   }
 }
 
+// kPre: 0 / 1 = `pre` is nothing / GELU alone (the register epilogue); -1 = any other chain (through shared memory).
+template <int kPre>
 __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __grid_constant__ ConvtSm90Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);
@@ -195,6 +206,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
     if (q > 0) mbar_arrive(empty + (q - 1) % p.stages);
   }
   wgmma_wait<0>();
+  if constexpr (kPre >= 0) {
+    epilogue_registers<kPre>(p, acc, reinterpret_cast<float*>(smem + kExchangeOffset), wg, wl, lane, m0, n, ct, tile);
+    return;
+  }
   named_sync(1, 256);  // both consumer warpgroups are done with the stages: the epilogue tiles overwrite them
 
   // Accumulators -> tile [64 channels][256 pixels] of this warpgroup.
@@ -292,8 +307,28 @@ size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages
   return 0;
 }
 
+namespace {
+const void* kernel_for(int32_t pre_kind) {
+  switch (pre_kind) {
+    case 0: return reinterpret_cast<const void*>(convt_sm90_kernel<0>);
+    case 1: return reinterpret_cast<const void*>(convt_sm90_kernel<1>);
+    default: return reinterpret_cast<const void*>(convt_sm90_kernel<-1>);
+  }
+}
+}  // namespace
+
+int32_t convt_sm90_pre_kind(const fusedops_chain& pre) {
+  if (pre.num_steps == 0) return 0;
+  if (pre.num_steps == 1 && pre.steps[0].op == FUSEDOPS_STEP_GELU) return 1;
+  return -1;
+}
+
 cudaError_t convt_sm90_prepare(size_t smem) {
-  return cudaFuncSetAttribute(convt_sm90_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  for (int k = -1; k <= 1; ++k) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel_for(k), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t convt_sm90_pack(const float* w, float* wp, int32_t cin, int32_t cout, int32_t taps, cudaStream_t stream) {
@@ -304,8 +339,9 @@ cudaError_t convt_sm90_pack(const float* w, float* wp, int32_t cin, int32_t cout
 }
 
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream) {
-  convt_sm90_kernel<<<dim3(unsigned(p.tiles), unsigned(p.tiles_c), unsigned(p.batch)), kSm90Threads, smem, stream>>>(p);
-  return cudaGetLastError();
+  void* args[] = {const_cast<ConvtSm90Params*>(&p)};
+  return cudaLaunchKernel(kernel_for(p.pre_kind), dim3(unsigned(p.tiles), unsigned(p.tiles_c), unsigned(p.batch)),
+                          dim3(kSm90Threads), args, smem, stream);
 }
 
 }  // namespace cuda

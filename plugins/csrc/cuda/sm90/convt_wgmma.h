@@ -40,6 +40,7 @@ struct ConvtSm90Params {
   int32_t tiles;             // pixel tiles of kSm90Pixels a sample
   int32_t G, Cg, tiles_c;
   int32_t x_vec4;            // X rows start 16-byte aligned (win % 4 == 0 and X aligned): 16-byte loads
+  int32_t pre_kind;          // convt_sm90_pre_kind(pre): which epilogue the kernel runs
 };
 
 // Where the kernel can run `d` (convt_sm90_layout.cpp): its geometry and workspace layout, or eligible = false and
@@ -61,7 +62,9 @@ size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages
 cudaError_t convt_sm90_pack(const float* w, float* wp, int32_t cin, int32_t cout, int32_t taps, cudaStream_t stream);
 // The convolution + bias + pre + partial statistics: grid (tiles, tiles_c, N).
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream);
-// Sets the kernel's shared-memory attribute (plan creation).
+// 0: `pre` is empty, 1: GELU alone (both take the register epilogue), -1: any other chain (shared-memory epilogue).
+int32_t convt_sm90_pre_kind(const fusedops_chain& pre);
+// Sets the kernels' shared-memory attribute (plan creation).
 cudaError_t convt_sm90_prepare(size_t smem);
 
 }  // namespace cuda

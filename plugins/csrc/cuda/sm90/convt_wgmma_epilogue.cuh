@@ -1,0 +1,104 @@
+// Internal to convt_wgmma.cu: the register epilogue of the wgmma convolution (for `pre` = nothing or GELU alone).
+#pragma once
+
+#include "cuda/sm90/convt_wgmma.h"
+
+namespace fusedops {
+namespace cuda {
+namespace sm90 {
+
+__device__ __forceinline__ float warp_sum32(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The epilogue on the accumulators, for `pre` = nothing (kPre 0) or GELU alone (kPre 1, gelu_fast as the GroupNormAct
+// kernels run it): bias + pre in registers, Y stored straight from the fragments (a lane quad writes 8 consecutive
+// pixels of a channel row), then exact two-pass statistics of each GroupNorm group over the warpgroup's 256 pixels:
+// the sum of every 8-row block by warp shuffles, the blocks of a group combined through shared memory (groups of 32
+// or 64+ channels span warps), then the squared deviations from the group mean the same way. No shared memory of the
+// tile's size: the stages stay untouched.
+template <int kPre>
+__device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, float (&acc)[128], float* xch, int wg,
+                                                   int wl, int lane, int m0, int n, int ct, int tile) {
+  const int co0 = ct * kSm90Cout, rbase = wl * 16 + (lane >> 2);
+  const float b0 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase) : 0.f;
+  const float b1 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase + 8) : 0.f;
+  const int64_t HW = int64_t(p.hout) * p.wout;
+  float* y0 = p.y + (int64_t(n) * p.cout + co0 + rbase) * HW;
+  float* y1 = y0 + 8 * HW;
+  const int pix = m0 + wg * 256 + 2 * (lane & 3);  // this lane's first pixel column (j = 0, e = 0)
+  int oy = pix / p.wpad, ox = pix - oy * p.wpad;
+  uint64_t valid = 0;  // bit 2 j + e: pixel pix + 8 j + e is an output
+  float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float& v0 = acc[4 * j + e];
+      float& v1 = acc[4 * j + 2 + e];
+      v0 += b0, v1 += b1;
+      if (kPre == 1) v0 = gelu_fast(v0), v1 = gelu_fast(v1);
+      int x = ox + e, yrow = oy;
+      if (x >= p.wpad) x -= p.wpad, ++yrow;
+      if (x < p.wout && yrow < p.hout) {
+        valid |= uint64_t(1) << (2 * j + e);
+        const int64_t off = int64_t(yrow) * p.wout + x;
+        y0[off] = v0;
+        y1[off] = v1;
+        s0 += v0;
+        s1 += v1;
+      }
+    }
+    ox += 8;
+    while (ox >= p.wpad) ox -= p.wpad, ++oy;
+  }
+  // Valid pixels of the warpgroup's 256: every lane quad position counts its own columns once (lanes 0-3).
+  float cnt = float(__popcll(valid));
+  cnt += __shfl_xor_sync(0xffffffffu, cnt, 1);
+  cnt += __shfl_xor_sync(0xffffffffu, cnt, 2);
+  const float nvalid = __shfl_sync(0xffffffffu, cnt, 0);
+  const int rows_g = min(p.Cg, kSm90Cout), blocks_g = rows_g / 8;
+  float* xs = xch + wg * 16;  // [8 blocks][sum, m2]; block b = 2 wl + i holds rows 8 b .. 8 b + 7
+  s0 = warp_sum32(s0), s1 = warp_sum32(s1);
+  if (lane == 0) xs[2 * (2 * wl)] = s0, xs[2 * (2 * wl + 1)] = s1;
+  named_sync(2 + wg, 128);
+  const float inv = nvalid > 0.f ? __fdividef(1.f, nvalid * float(rows_g)) : 0.f;
+  float mean[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int g0 = (2 * wl + i) / blocks_g * blocks_g;
+    float t = 0.f;
+    for (int b = 0; b < blocks_g; ++b) t += xs[2 * (g0 + b)];
+    mean[i] = t * inv;
+  }
+  float m0s = 0.f, m1s = 0.f;
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (valid >> (2 * j + e) & 1) {
+        const float d0 = acc[4 * j + e] - mean[0], d1 = acc[4 * j + 2 + e] - mean[1];
+        m0s += d0 * d0;
+        m1s += d1 * d1;
+      }
+  m0s = warp_sum32(m0s), m1s = warp_sum32(m1s);
+  if (lane == 0) xs[2 * (2 * wl) + 1] = m0s, xs[2 * (2 * wl + 1) + 1] = m1s;
+  named_sync(2 + wg, 128);
+  const int t = wl * 32 + lane;
+  if (t < kSm90Cout / rows_g) {
+    float sum = 0.f, m2 = 0.f;
+    for (int b = 0; b < blocks_g; ++b) sum += xs[2 * (t * blocks_g + b)], m2 += xs[2 * (t * blocks_g + b) + 1];
+    const int g = (co0 + t * rows_g) / p.Cg;
+    const int64_t pbs = 2 * int64_t(p.tiles), pb = 2 * int64_t(tile) + wg;
+    p.partials[((int64_t(n) * p.G + g) * pbs + pb) * p.tiles_c + ct] = Welford{nvalid * float(rows_g), sum * inv, m2};
+  }
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace fusedops
