@@ -51,6 +51,23 @@ def test_wgmma_kernel_against_float64_and_eager(name):
 
 
 @need_sm90
+@pytest.mark.parametrize("dtype,floor", [(torch.bfloat16, 6e-2), (torch.float16, 8e-3)])
+@pytest.mark.parametrize("name", ["model4_small", "cout128_groups32_wide", "one_d_5_taps", "rows_of_256_bf16_vec"])
+def test_16bit_wgmma_kernel_against_float64_and_eager(name, dtype, floor):
+    """16-bit X: k16 MMAs on [channel octet][slot][8 channels] stages (16-byte loads where rows are 8-aligned, as in
+    rows_of_256_bf16_vec; 2-byte loads otherwise); no less accurate than eager in the same type (as
+    test_convt_gpu.py's 16-bit test: 1.5 x eager's error or the floor)."""
+    case = dict(WG_CASES16.get(name) or WG_CASES[name])
+    got, want, eager, plan = _case(**case, dtype=dtype)
+    tag = "bf16" if dtype == torch.bfloat16 else "f16"
+    assert f"convt_wgmma({tag}" in plan.kernels, plan.kernels
+    _check(got, want, eager, floor=floor, factor=1.5, what=f"{name} {tag} wgmma")
+
+
+WG_CASES16 = {"rows_of_256_bf16_vec": dict(shape=(2, 16, 9, 256), w_shape=(16, 64, 3, 3), G=8, pads=[1, 1, 1, 1])}
+
+
+@need_sm90
 @pytest.mark.parametrize("name", ["model4_small", "cout128_groups32_wide", "one_d_5_taps", "extras_no_bias",
                                   "pads_wider_than_kernel"])
 def test_wgmma_agrees_with_the_mma_sync_kernel(name):
@@ -85,6 +102,8 @@ def test_nan_stays_in_its_sample_and_groups():
     ("48 output channels", dict(shape=(1, 8, 5, 5), w_shape=(8, 48, 3, 3), G=8), "multiple of 64"),
     ("groups of 4 channels", dict(shape=(1, 8, 5, 5), w_shape=(8, 64, 3, 3), G=16), "groups of 8, 16, 32"),
     ("strict float32", dict(shape=(1, 8, 5, 5), w_shape=(8, 64, 3, 3), G=8, allow_tf32=False), "TF32 products"),
+    ("16-bit, 8 input channels", dict(shape=(1, 8, 5, 5), w_shape=(8, 64, 3, 3), G=8, dtype=torch.bfloat16),
+     "multiple of 16"),
 ])
 def test_forcing_the_wgmma_kernel_where_it_cannot_run_names_the_reason(what, case, match):
     if not SM90:

@@ -310,7 +310,8 @@ bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, ConvtLaunch* p, 
   q.cin = b.cin, q.cout = b.cout, q.hin = b.hin, q.win = b.win, q.hout = b.hout, q.wout = b.wout;
   q.kh = b.kh, q.kw = b.kw, q.dh = b.dh, q.dw = b.dw;
   q.wpad = s9.wpad, q.offy = s9.offy, q.offx = s9.offx, q.span = s9.span;
-  q.chunks = b.cin / kSm90Chunk, q.stages = stages, q.tiles = s9.tiles;
+  q.x_dtype = d.d.gn.x_dtype;
+  q.chunks = b.cin / (q.x_dtype == FUSEDOPS_F32 ? kSm90Chunk : 2 * kSm90Chunk), q.stages = stages, q.tiles = s9.tiles;
   q.G = b.G, q.Cg = b.Cg, q.tiles_c = s9.tiles_c;
   q.pre_kind = convt_sm90_pre_kind(b.pre);
   p->smem = smem;
@@ -419,8 +420,9 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   char text[256];
   if (p->sm90)
     std::snprintf(text, sizeof text,
-                  "convt_pack_w + convt_wgmma(tf32,64x%d,stages=%d,smem=%zu) + gn_stats_finish + gn_normalize_inplace",
-                  kSm90Pixels, p->s9.stages, p->smem);
+                  "convt_pack_w + convt_wgmma(%s,64x%d,stages=%d,smem=%zu) + gn_stats_finish + gn_normalize_inplace",
+                  gn.x_dtype == FUSEDOPS_F32 ? "tf32" : gn.x_dtype == FUSEDOPS_BF16 ? "bf16" : "f16", kSm90Pixels,
+                  p->s9.stages, p->smem);
   else
     std::snprintf(text, sizeof text,
                   "convt_pack_w + convt_igemm(%s,%dx%dx%d,kc=%d,smem=%zu%s) + gn_stats_finish + gn_normalize_inplace",
@@ -451,10 +453,10 @@ cudaError_t convt_run(const ConvtLaunch& lp, const void* const* in, int32_t num_
   cudaError_t e;
   if (lp.sm90) {
     ConvtSm90Params q = lp.s9;
-    q.x = static_cast<const float*>(p.x), q.wp = p.wp, q.bias = p.bias, q.ex = p.ex;
-    q.x_vec4 = q.win % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
-    q.y = static_cast<float*>(y), q.partials = p.partials;
-    e = convt_sm90_pack(static_cast<const float*>(p.w), const_cast<float*>(p.wp), q.cin, q.cout, q.kh * q.kw, stream);
+    const int per16 = q.x_dtype == FUSEDOPS_F32 ? 4 : 8;  // elements in 16 bytes
+    q.x = p.x, q.wp = p.wp, q.bias = p.bias, q.ex = p.ex, q.y = y, q.partials = p.partials;
+    q.x_vec = q.win % per16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+    e = convt_sm90_pack(p.w, const_cast<float*>(p.wp), q.x_dtype, q.cin, q.cout, q.kh * q.kw, stream);
     if (e == cudaSuccess) e = convt_sm90_conv(q, lp.smem, stream);
   } else {
     e = cudaLaunchKernel(lp.pack, lp.pack_grid, dim3(kNormThreads), args, 0, stream);

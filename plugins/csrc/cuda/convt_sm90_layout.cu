@@ -21,14 +21,18 @@ bool refuse(ConvtSm90Layout* l, const char* why) {
 bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   const fusedops_conv_desc& cv = d.conv;
   const fusedops_groupnorm_desc& gn = d.d.gn;
-  if (gn.x_dtype != FUSEDOPS_F32 || !d.d.allow_tf32) return refuse(l, "only float32 X with TF32 products");
+  const bool f32 = gn.x_dtype == FUSEDOPS_F32;
+  if ((f32 && !d.d.allow_tf32) || (!f32 && gn.x_dtype != FUSEDOPS_BF16 && gn.x_dtype != FUSEDOPS_F16))
+    return refuse(l, "only float32 X with TF32 products, or bfloat16 / float16 X");
   if (cv.spatial_rank < 1 || cv.spatial_rank > 2) return refuse(l, "1-D and 2-D convolutions only");
   if (cv.group != 1) return refuse(l, "one convolution group only");
   if (cv.channels_last) return refuse(l, "NCHW only");
   for (int i = 0; i < cv.spatial_rank; ++i)
     if (cv.strides[i] != 1) return refuse(l, "strides of 1 only");
   if (gn.C % kSm90Cout != 0) return refuse(l, "output channels a multiple of 64 only");
-  if (cv.in_channels % kSm90Chunk != 0 || cv.in_channels == 0) return refuse(l, "input channels a multiple of 8 only");
+  const int chunk = f32 ? kSm90Chunk : 2 * kSm90Chunk;
+  if (cv.in_channels % chunk != 0 || cv.in_channels == 0)
+    return refuse(l, f32 ? "input channels a multiple of 8 only" : "16-bit X: input channels a multiple of 16 only");
   const int64_t cg = gn.C / gn.num_groups;
   if (!((kSm90Cout % cg == 0 && cg % 8 == 0) || cg % kSm90Cout == 0))
     return refuse(l, "GroupNorm groups of 8, 16, 32 or a multiple of 64 channels only");

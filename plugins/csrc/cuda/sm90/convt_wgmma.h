@@ -13,10 +13,10 @@ namespace fusedops {
 namespace cuda {
 
 // Tile of one block: 64 output channels x kSm90Pixels consecutive pixels of the padded output grid (two consumer
-// warpgroups of 256), K in chunks of 8 input channels x every tap.
+// warpgroups of 256), K in chunks of 8 (float32) or 16 (16-bit) input channels x every tap.
 constexpr int kSm90Pixels = 512;
 constexpr int kSm90Cout = 64;
-constexpr int kSm90Chunk = 8;
+constexpr int kSm90Chunk = 8;  // float32; 16-bit X: 2 * kSm90Chunk (one k16 MMA a tap)
 constexpr int kSm90Threads = 384;  // one producer warpgroup, two consumer warpgroups
 
 // The padded grid: output pixel (oy, ox) is flat index oy * wpad + ox, and tap (kh, kw) reads the staged input at
@@ -24,22 +24,23 @@ constexpr int kSm90Threads = 384;  // one producer warpgroup, two consumer warpg
 // input row R - offy and padded column S input column S - offx (zeros outside X). One uniform shift per tap is what
 // lets a tap's B operand be the stage at an offset.
 struct ConvtSm90Params {
-  const float* x;       // NCHW float32
-  const float* wp;      // packed weights: [channel tile][chunk][tap][2][64][4], TF32-rounded
+  const void* x;        // NCHW, x_dtype
+  const void* wp;       // packed weights: [channel tile][chunk][tap][2][64][16 bytes of x_dtype], float32 TF32-rounded
   const void* bias;     // may be null
   ExtraPtrs ex;
   fusedops_chain pre;
   int32_t param_dtype;
-  float* y;             // NCHW float32: the pre-normalisation value (bias + pre)
+  void* y;              // NCHW, x_dtype: the pre-normalisation value (bias + pre)
   Welford* partials;    // [N][G][2 * tiles][channel tiles]
   int32_t batch, cin, cout, hin, win, hout, wout;
   int32_t kh, kw, dh, dw;
   int32_t wpad, offy, offx;  // padded grid width; input row / column = padded row / column - offy / offx
   int32_t span;              // staged slots a stage holds (multiple of 8)
-  int32_t chunks, stages;    // cin / 8; pipeline depth
+  int32_t chunks, stages;    // input-channel chunks (cin / 8 float32, cin / 16 16-bit); pipeline depth
   int32_t tiles;             // pixel tiles of kSm90Pixels a sample
   int32_t G, Cg, tiles_c;
-  int32_t x_vec4;            // X rows start 16-byte aligned (win % 4 == 0 and X aligned): 16-byte loads
+  int32_t x_dtype;           // FUSEDOPS_F32 (TF32 products), FUSEDOPS_BF16 or FUSEDOPS_F16
+  int32_t x_vec;             // X rows start 16-byte aligned (win a multiple of 16 bytes, X aligned): 16-byte loads
   int32_t pre_kind;          // convt_sm90_pre_kind(pre): which epilogue the kernel runs
 };
 
@@ -58,8 +59,9 @@ int convt_sm90_built();
 // Dynamic shared memory of a launch with these parameters (stages included), or 0 if they cannot fit `limit`;
 // picks the pipeline depth into *stages.
 size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages);
-// Weights [cin][cout][kh][kw] (float32) into p.wp's packed layout, TF32-rounded.
-cudaError_t convt_sm90_pack(const float* w, float* wp, int32_t cin, int32_t cout, int32_t taps, cudaStream_t stream);
+// Weights [cin][cout][kh][kw] of x_dtype into p.wp's packed layout (float32 TF32-rounded).
+cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t cin, int32_t cout, int32_t taps,
+                            cudaStream_t stream);
 // The convolution + bias + pre + partial statistics: grid (tiles, tiles_c, N).
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream);
 // 0: `pre` is empty, 1: GELU alone (both take the register epilogue), -1: any other chain (shared-memory epilogue).

@@ -7,6 +7,8 @@ namespace fusedops {
 namespace cuda {
 namespace sm90 {
 
+constexpr int kLdTile = 256 + 8;  // shared epilogue tile row stride (floats): = 8 (mod 32), conflict-free float2 stores
+
 __device__ __forceinline__ float warp_sum32(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -22,15 +24,15 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 // the sum of every 8-row block by warp shuffles, the blocks of a group combined through shared memory (groups of 32
 // or 64+ channels span warps), then the squared deviations from the group mean the same way. No shared memory of the
 // tile's size: the stages stay untouched.
-template <int kPre>
+template <typename T, int kPre>
 __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, float (&acc)[128], float* xch, int wg,
                                                    int wl, int lane, int m0, int n, int ct, int tile) {
   const int co0 = ct * kSm90Cout, rbase = wl * 16 + (lane >> 2);
   const float b0 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase) : 0.f;
   const float b1 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase + 8) : 0.f;
   const int64_t HW = int64_t(p.hout) * p.wout;
-  float* y0 = p.y + (int64_t(n) * p.cout + co0 + rbase) * HW;
-  float* y1 = y0 + 8 * HW;
+  T* y0 = static_cast<T*>(p.y) + (int64_t(n) * p.cout + co0 + rbase) * HW;
+  T* y1 = y0 + 8 * HW;
   const int pix = m0 + wg * 256 + 2 * (lane & 3);  // this lane's first pixel column (j = 0, e = 0)
   int oy = pix / p.wpad, ox = pix - oy * p.wpad;
   uint64_t valid = 0;  // bit 2 j + e: pixel pix + 8 j + e is an output
@@ -48,8 +50,8 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
       if (x < p.wout && yrow < p.hout) {
         valid |= uint64_t(1) << (2 * j + e);
         const int64_t off = int64_t(yrow) * p.wout + x;
-        y0[off] = v0;
-        y1[off] = v1;
+        y0[off] = from_float<T>(v0);
+        y1[off] = from_float<T>(v1);
         s0 += v0;
         s1 += v1;
       }
@@ -96,6 +98,94 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
     const int g = (co0 + t * rows_g) / p.Cg;
     const int64_t pbs = 2 * int64_t(p.tiles), pb = 2 * int64_t(tile) + wg;
     p.partials[((int64_t(n) * p.G + g) * pbs + pb) * p.tiles_c + ct] = Welford{nvalid * float(rows_g), sum * inv, m2};
+  }
+}
+
+
+// The epilogue for any other `pre` chain: the accumulators through a shared-memory tile [64 channels][256 pixels] a
+// warpgroup (over the stages, free once both warpgroups' MMAs are done), one channel row per warp at a time: bias +
+// the chain interpreter, Y stored coalesced, then exact two-pass statistics per group.
+template <typename T>
+__device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float (&acc)[128], unsigned char* stages,
+                                                int wg, int wl, int lane, int m0, int n, int ct, int tile) {
+  named_sync(1, 256);  // both consumer warpgroups are done with the stages: the epilogue tiles overwrite them
+
+  // Accumulators -> tile [64 channels][256 pixels] of this warpgroup.
+  float* tilef = reinterpret_cast<float*>(stages) + size_t(wg) * kSm90Cout * kLdTile;
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = wl * 16 + (lane >> 2) + 8 * i, col = 8 * j + 2 * (lane & 3);
+      *reinterpret_cast<float2*>(tilef + row * kLdTile + col) = make_float2(acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
+    }
+  float* rowsum = reinterpret_cast<float*>(stages) + size_t(2) * kSm90Cout * kLdTile + wg * 2 * kSm90Cout;
+  float* rowm2 = rowsum + kSm90Cout;
+  // This lane's pixels lane + 32 k of the warpgroup's 256: their offsets in a Y plane, and which are outputs (the
+  // padded grid's columns past wout and rows past hout are not).
+  int yoff[8];
+  uint32_t valid = 0;
+  const int pix0 = m0 + wg * 256;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int m = pix0 + lane + 32 * k, oy = m / p.wpad, ox = m - oy * p.wpad;
+    yoff[k] = oy * p.wout + ox;
+    if (ox < p.wout && oy < p.hout) valid |= 1u << k;
+  }
+  const int nvalid = int(warp_sum32(float(__popc(valid))));
+  named_sync(2 + wg, 128);
+
+  const int64_t HW = int64_t(p.hout) * p.wout;
+  const int co0 = ct * kSm90Cout;
+  // Pass 1, one channel row per warp: bias + pre, store Y, keep the value for pass 2, the row's sum.
+  for (int r = wl; r < kSm90Cout; r += 4) {
+    const int c = co0 + r;
+    const float b = p.bias ? load_param(p.bias, p.param_dtype, c) : 0.f;
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = tilef[r * kLdTile + lane + 32 * k] + b;
+    apply_chain_inline<8, false>(p.pre, v, c, p.ex, p.param_dtype);
+    T* yrow = static_cast<T*>(p.y) + (int64_t(n) * p.cout + c) * HW;
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      tilef[r * kLdTile + lane + 32 * k] = v[k];
+      if (valid >> k & 1) {
+        s += v[k];
+        yrow[yoff[k]] = from_float<T>(v[k]);
+      }
+    }
+    s = warp_sum32(s);
+    if (lane == 0) rowsum[r] = s;
+  }
+  named_sync(2 + wg, 128);
+  // Pass 2: squared deviations from the group's mean over this tile (exact two-pass, no E[x^2] - E[x]^2).
+  const int rows_g = min(p.Cg, kSm90Cout);  // a group's rows inside the tile (Cg divides 64 or 64 divides Cg)
+  const float inv_count = nvalid > 0 ? __fdividef(1.f, float(nvalid) * float(rows_g)) : 0.f;
+  for (int r = wl; r < kSm90Cout; r += 4) {
+    const int g0 = r / rows_g * rows_g;
+    float s = 0.f;
+    for (int k = 0; k < rows_g; ++k) s += rowsum[g0 + k];
+    const float mean = s * inv_count;
+    float m2 = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      if (valid >> k & 1) {
+        const float d = tilef[r * kLdTile + lane + 32 * k] - mean;
+        m2 += d * d;
+      }
+    m2 = warp_sum32(m2);
+    if (lane == 0) rowm2[r] = m2;
+  }
+  named_sync(2 + wg, 128);
+  const int t = wl * 32 + lane;
+  if (t < kSm90Cout / rows_g) {
+    float s = 0.f, m2 = 0.f;
+    for (int k = 0; k < rows_g; ++k) s += rowsum[t * rows_g + k], m2 += rowm2[t * rows_g + k];
+    const int g = (co0 + t * rows_g) / p.Cg;
+    const int64_t pbs = 2 * int64_t(p.tiles), pb = 2 * int64_t(tile) + wg;
+    p.partials[((int64_t(n) * p.G + g) * pbs + pb) * p.tiles_c + ct] =
+        Welford{float(nvalid) * float(rows_g), s * inv_count, m2};
   }
 }
 

@@ -8,7 +8,7 @@ int convt_sm90_built() { return 0; }
 size_t convt_sm90_smem(int32_t, int32_t, size_t, int32_t*) { return 0; }
 cudaError_t convt_sm90_prepare(size_t) { return cudaErrorNotSupported; }
 int32_t convt_sm90_pre_kind(const fusedops_chain&) { return -1; }
-cudaError_t convt_sm90_pack(const float*, float*, int32_t, int32_t, int32_t, cudaStream_t) {
+cudaError_t convt_sm90_pack(const void*, void*, int32_t, int32_t, int32_t, int32_t, cudaStream_t) {
   return cudaErrorNotSupported;
 }
 cudaError_t convt_sm90_conv(const ConvtSm90Params&, size_t, cudaStream_t) { return cudaErrorNotSupported; }

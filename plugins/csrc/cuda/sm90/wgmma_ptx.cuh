@@ -2,7 +2,10 @@
 // bulk copy engine, and the warpgroup MMA with its shared-memory descriptors. Device code for sm_90a only.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 namespace fusedops {
 namespace cuda {
@@ -91,6 +94,43 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], uint64_t d
       : FUSEDOPS_D16(0), FUSEDOPS_D16(16), FUSEDOPS_D16(32), FUSEDOPS_D16(48), FUSEDOPS_D16(64), FUSEDOPS_D16(80),
         FUSEDOPS_D16(96), FUSEDOPS_D16(112)
       : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+// The same for 16-bit operands: D(64 x 256, fp32) += A(64 x 16) * B(16 x 256), both K-major (no transpose).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}"
+        : FUSEDOPS_D16(0), FUSEDOPS_D16(16), FUSEDOPS_D16(32), FUSEDOPS_D16(48), FUSEDOPS_D16(64), FUSEDOPS_D16(80),
+          FUSEDOPS_D16(96), FUSEDOPS_D16(112)
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}"
+        : FUSEDOPS_D16(0), FUSEDOPS_D16(16), FUSEDOPS_D16(32), FUSEDOPS_D16(48), FUSEDOPS_D16(64), FUSEDOPS_D16(80),
+          FUSEDOPS_D16(96), FUSEDOPS_D16(112)
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+  }
 }
 #undef FUSEDOPS_D16
 #undef FUSEDOPS_D4

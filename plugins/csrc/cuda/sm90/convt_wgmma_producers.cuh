@@ -1,0 +1,200 @@
+// Internal to convt_wgmma.cu: the producer warpgroup's staging of X (float32 and 16-bit) into the K-major stages.
+#pragma once
+
+#include "cuda/sm90/convt_wgmma.h"
+#include "cuda/sm90/wgmma_ptx.cuh"
+
+namespace fusedops {
+namespace cuda {
+namespace sm90 {
+
+__host__ __device__ inline uint32_t stage_x_bytes(int32_t span) { return uint32_t(span) * 2u * 16u; }
+__host__ __device__ inline uint32_t stage_w_bytes(int32_t taps) { return uint32_t(taps) * 2u * kSm90Cout * 16u; }
+
+__device__ __forceinline__ float tf32(float x) {
+  uint32_t t;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(t) : "f"(x));
+  return __uint_as_float(t);
+}
+
+constexpr int kItemsPerPass = 6;  // producer items in flight per thread: 6 x 16 floats of registers
+
+// The producer warpgroup: per channel chunk, every input row the tile's staged slots reach, in items of 4 channels x
+// 4 consecutive input columns: 16-byte loads (V4: float32 rows of width % 4 == 0 on 16-byte aligned X) issued before
+// the stage is known to be free, then rounded to TF32, transposed in registers and stored as 4 slots of 16 bytes
+// ([channel quad][slot][4 channels]). Slots outside X stay zero from the kernel's start.
+template <bool V4>
+__device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char* stages, uint64_t* full,
+                                        uint64_t* empty, int m0, int n, int ct) {
+  const int tid = threadIdx.x;
+  const int taps = p.kh * p.kw;
+  const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps), stage_bytes = x_bytes + w_bytes;
+  const int64_t plane = int64_t(p.hin) * p.win;
+  const float* xn = static_cast<const float*>(p.x) + int64_t(n) * p.cin * plane;
+  const float* wt = static_cast<const float*>(p.wp) + int64_t(ct) * p.chunks * (w_bytes / 4);
+  // Input rows the slots [m0, m0 + span) reach, and the items of a chunk: (channel quad, row, column quad).
+  const int iy_lo = max(0, m0 / p.wpad - p.offy);
+  const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
+  const int rows = max(0, iy_hi - iy_lo + 1), ncq = (p.win + 3) / 4;
+  const int items = 2 * rows * ncq, rows_d = max(rows, 1);
+  // Per item of a pass: its offset in a chunk of X, the stage byte offset of its first slot, and masks (bit 4 j + e:
+  // column e inside X, to load; then the same for the slots to store). The same for every chunk: with one pass a
+  // chunk (items <= kItemsPerPass * 128, model 4's tiles) they are computed once a tile, not once a chunk.
+  int isrc[kItemsPerPass], idst[kItemsPerPass];  // (the plan keeps 8 channel planes within int32)
+  uint32_t lmask = 0, smask = 0;
+  const bool one_pass = items <= kItemsPerPass * 128;
+  for (int q = 0; q < p.chunks; ++q) {
+    const int st = q % p.stages;
+    unsigned char* sx = stages + size_t(st) * stage_bytes;
+    const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
+    for (int base = 0; base < items || base == 0; base += kItemsPerPass * 128) {
+      if (!one_pass || q == 0) {
+        lmask = smask = 0;
+#pragma unroll
+        for (int j = 0; j < kItemsPerPass; ++j) {
+          const int i = base + j * 128 + tid;
+          const int cq4 = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
+          const int s0 = (iy_lo + r + p.offy) * p.wpad + 4 * cq4 + p.offx - m0;
+          isrc[j] = quad * 4 * int(plane) + (iy_lo + r) * p.win + 4 * cq4;
+          idst[j] = (quad * p.span + s0) * 16;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            // A column padding crops (padded column outside [0, wpad)) is read by no output; storing it would
+            // land in the neighbouring padded row.
+            const int sl = s0 + e, col = 4 * cq4 + e, pcol = col + p.offx;
+            if (i < items && col < p.win) lmask |= 1u << (4 * j + e);
+            if (i < items && sl >= 0 && sl < p.span && col < p.win && pcol >= 0 && pcol < p.wpad)
+              smask |= 1u << (4 * j + e);
+          }
+        }
+      }
+      float v[kItemsPerPass][4][4];  // [item][channel][column]
+#pragma unroll
+      for (int j = 0; j < kItemsPerPass; ++j) {
+        const float* src = xc + isrc[j];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          if (V4) {
+            float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (lmask >> (4 * j) & 15u) t = __ldg(reinterpret_cast<const float4*>(src + c * plane));
+            v[j][c][0] = t.x, v[j][c][1] = t.y, v[j][c][2] = t.z, v[j][c][3] = t.w;
+          } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[j][c][e] = lmask >> (4 * j + e) & 1 ? __ldg(src + c * plane + e) : 0.f;
+          }
+        }
+      }
+      if (base == 0) {
+        if (q >= p.stages) mbar_wait(empty + st, uint32_t((q / p.stages - 1) & 1));
+        if (tid == 0) {
+          mbar_arrive_expect_tx(full + st, w_bytes);
+          bulk_copy(sx + x_bytes, wt + int64_t(q) * (w_bytes / 4), w_bytes, full + st);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kItemsPerPass; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (smask >> (4 * j + e) & 1)
+            *reinterpret_cast<float4*>(sx + idst[j] + 16 * e) =
+                make_float4(tf32(v[j][0][e]), tf32(v[j][1][e]), tf32(v[j][2][e]), tf32(v[j][3][e]));
+    }
+    fence_proxy_async();
+    mbar_arrive(full + st);
+  }
+}
+
+
+// 16-bit X: items of 8 channels (one K core of k16) x 8 consecutive input columns: 16-byte loads (V8: rows of width
+// % 8 == 0 on 16-byte aligned X) of each channel's 8 columns, transposed in registers with byte permutes into 8 slots
+// of 8 channels (16 bytes each, [channel octet][slot][8 channels]); the stage geometry in bytes is the float32 one.
+constexpr int kItems16 = 3;  // 3 x 32 registers of loaded words
+
+template <typename T, bool V8>
+__device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned char* stages, uint64_t* full,
+                                          uint64_t* empty, int m0, int n, int ct) {
+  const int tid = threadIdx.x;
+  const int taps = p.kh * p.kw;
+  const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps), stage_bytes = x_bytes + w_bytes;
+  const int64_t plane = int64_t(p.hin) * p.win;
+  const T* xn = static_cast<const T*>(p.x) + int64_t(n) * p.cin * plane;
+  const unsigned char* wt = static_cast<const unsigned char*>(p.wp) + size_t(ct) * p.chunks * w_bytes;
+  const int iy_lo = max(0, m0 / p.wpad - p.offy);
+  const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
+  const int rows = max(0, iy_hi - iy_lo + 1), ncg = (p.win + 7) / 8;
+  const int items = 2 * rows * ncg, rows_d = max(rows, 1);
+  const bool one_pass = items <= kItems16 * 128;
+  int isrc[kItems16], idst[kItems16];
+  uint32_t lmask = 0, smask = 0;  // bit 8 j + e: column e of item j inside X / its slot stored
+  for (int q = 0; q < p.chunks; ++q) {
+    const int st = q % p.stages;
+    unsigned char* sx = stages + size_t(st) * stage_bytes;
+    const T* xc = xn + int64_t(q) * 16 * plane;
+    for (int base = 0; base < items || base == 0; base += kItems16 * 128) {
+      if (!one_pass || q == 0) {
+        lmask = smask = 0;
+#pragma unroll
+        for (int j = 0; j < kItems16; ++j) {
+          const int i = base + j * 128 + tid;
+          const int cg = i % ncg, r = (i / ncg) % rows_d, oct = i / (ncg * rows_d);
+          const int s0 = (iy_lo + r + p.offy) * p.wpad + 8 * cg + p.offx - m0;
+          isrc[j] = oct * 8 * int(plane) + (iy_lo + r) * p.win + 8 * cg;
+          idst[j] = (oct * p.span + s0) * 16;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const int sl = s0 + e, col = 8 * cg + e, pcol = col + p.offx;  // (see produce: cropped columns)
+            if (i < items && col < p.win) lmask |= 1u << (8 * j + e);
+            if (i < items && sl >= 0 && sl < p.span && col < p.win && pcol >= 0 && pcol < p.wpad)
+              smask |= 1u << (8 * j + e);
+          }
+        }
+      }
+      uint32_t w[kItems16][8][4];  // [item][channel][column pair]
+#pragma unroll
+      for (int j = 0; j < kItems16; ++j) {
+        const T* src = xc + isrc[j];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          if (V8) {
+            uint4 t = make_uint4(0u, 0u, 0u, 0u);
+            if (lmask >> (8 * j) & 255u) t = __ldg(reinterpret_cast<const uint4*>(src + c * plane));
+            w[j][c][0] = t.x, w[j][c][1] = t.y, w[j][c][2] = t.z, w[j][c][3] = t.w;
+          } else {
+            const unsigned short* s16 = reinterpret_cast<const unsigned short*>(src + c * plane);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const uint32_t lo = lmask >> (8 * j + 2 * k) & 1 ? __ldg(s16 + 2 * k) : 0u;
+              const uint32_t hi = lmask >> (8 * j + 2 * k + 1) & 1 ? __ldg(s16 + 2 * k + 1) : 0u;
+              w[j][c][k] = lo | hi << 16;
+            }
+          }
+        }
+      }
+      if (base == 0) {
+        if (q >= p.stages) mbar_wait(empty + st, uint32_t((q / p.stages - 1) & 1));
+        if (tid == 0) {
+          mbar_arrive_expect_tx(full + st, w_bytes);
+          bulk_copy(sx + x_bytes, wt + size_t(q) * w_bytes, w_bytes, full + st);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kItems16; ++j)
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (smask >> (8 * j + e) & 1) {
+            // column e of channels 0-7: the low (e even) or high (e odd) halves of word e / 2, two channels a word
+            const uint32_t sel = e & 1 ? 0x7632u : 0x5410u;
+            const int k = e >> 1;
+            *reinterpret_cast<uint4*>(sx + idst[j] + 16 * e) =
+                make_uint4(__byte_perm(w[j][0][k], w[j][1][k], sel), __byte_perm(w[j][2][k], w[j][3][k], sel),
+                           __byte_perm(w[j][4][k], w[j][5][k], sel), __byte_perm(w[j][6][k], w[j][7][k], sel));
+          }
+    }
+    fence_proxy_async();
+    mbar_arrive(full + st);
+  }
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace fusedops
