@@ -32,12 +32,12 @@ class Model(nn.Module):
 class ModelNew(nn.Module):
     """One fused op where it is the faster path, else ConvTranspose2d (cuDNN) then GELU + GroupNorm in one fused op.
 
-    On sm_90 with TF32 convolutions (float32 X, ``torch.backends.cudnn.allow_tf32``) the whole model is
-    ``fusedops::convtranspose_group_norm_act``, whose plan runs the wgmma convolution with the bias, GELU and the
-    GroupNorm statistics in its epilogue, then normalises in place: faster than cuDNN + the fused GELU/GroupNorm op at
-    batch 1, 16 and 128 (H100, 2026-11-27, docs/convt.md). Elsewhere (other devices, 16-bit, strict FP32) the
-    one-op kernel is slower than cuDNN, so the convolution stays a library call and the fused op reads its output once
-    for the statistics and once to write the result: no GELU intermediate of the output's size either way.
+    On sm_90 with TF32 convolutions (float32 X, ``torch.backends.cudnn.allow_tf32``) or bfloat16 / float16 X the
+    whole model is ``fusedops::convtranspose_group_norm_act``, whose plan runs the wgmma convolution with the bias,
+    GELU and the GroupNorm statistics in its epilogue, then normalises in place: faster than cuDNN + the fused
+    GELU/GroupNorm op at batch 1, 16 and 128 (H100, 2026-11-27, docs/convt.md). Elsewhere (other devices, strict FP32)
+    the one-op kernel is slower than cuDNN, so the convolution stays a library call and the fused op reads its output
+    once for the statistics and once to write the result: no GELU intermediate of the output's size either way.
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, groups, num_groups):
@@ -65,10 +65,10 @@ _WGMMA_RUNS: dict = {}
 
 
 def _one_op_runs_wgmma(x, conv, gn) -> bool:
-    if not x.is_cuda or x.dtype != torch.float32 or not torch.backends.cudnn.allow_tf32 or x.dim() != 4:
+    if not x.is_cuda or x.dim() != 4 or (x.dtype == torch.float32 and not torch.backends.cudnn.allow_tf32):
         return False
-    key = (x.device.index, tuple(x.shape), tuple(conv.weight.shape), conv.stride, conv.padding, conv.output_padding,
-           conv.dilation, conv.groups, gn.num_groups, conv.bias is not None)
+    key = (x.device.index, x.dtype, gn.weight.dtype, tuple(x.shape), tuple(conv.weight.shape), conv.stride,
+           conv.padding, conv.output_padding, conv.dilation, conv.groups, gn.num_groups, conv.bias is not None)
     runs = _WGMMA_RUNS.get(key)
     if runs is None:  # ask the planner once: it alone knows the kernel's rules and the device
         # lazy: only on a CUDA float32 call; the model module stays importable without the plan bindings
@@ -79,7 +79,7 @@ def _one_op_runs_wgmma(x, conv, gn) -> bool:
         p = list(conv.padding)
         attrs = catalog.parse_attrs("GroupNormAct", {"num_groups": gn.num_groups, "epsilon": gn.eps, "pre": "gelu"})
         try:
-            plan = convt_abi.make_plan(x, conv.weight, attrs, torch.float32, strides=list(conv.stride), pads=p + p,
+            plan = convt_abi.make_plan(x, conv.weight, attrs, gn.weight.dtype, strides=list(conv.stride), pads=p + p,
                                        output_padding=list(conv.output_padding), dilations=list(conv.dilation),
                                        group=conv.groups, allow_tf32=True)
             runs = "convt_wgmma" in plan.kernels

@@ -137,7 +137,8 @@ def test_x_not_16_byte_aligned_gives_the_aligned_result():
 @need_sm90
 def test_model4_modelnew_runs_the_one_op_path_with_tf32():
     """ModelNew of model 4 takes the one-op path (ConvTranspose + GELU + GroupNorm in one plan, the wgmma kernel)
-    on sm_90 with TF32 convolutions, today's cuDNN + GroupNormAct path with strict FP32; both match float64."""
+    on sm_90 with TF32 convolutions and in bfloat16, today's cuDNN + GroupNormAct path with strict FP32; all match
+    float64."""
     import copy
 
     from fusedops.models import convtranspose2d_gelu_groupnorm as model4
@@ -164,3 +165,11 @@ def test_model4_modelnew_runs_the_one_op_path_with_tf32():
             assert err <= (1e-2 if tf32 else 1e-4), f"tf32={tf32}: max error {err:.3g}"
     finally:
         torch.backends.cudnn.allow_tf32 = prev
+    # bfloat16: the one-op path too, within bfloat16's bound (test_models_gpu.py's TOL_16: 5e-2)
+    WGMMA_RUNS_CACHE.clear()
+    with torch.no_grad():
+        got = copy.deepcopy(new).to(torch.bfloat16)(x.to(torch.bfloat16))
+    torch.cuda.synchronize()
+    assert list(WGMMA_RUNS_CACHE.values()) == [True], WGMMA_RUNS_CACHE
+    err = (got.double() - want).abs().max().item()
+    assert got.dtype == torch.bfloat16 and err <= 5e-2, f"bfloat16: max error {err:.3g}"
