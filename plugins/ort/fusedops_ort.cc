@@ -1,5 +1,6 @@
-// ONNX Runtime custom-op library for the fusedops domain: GroupNormAct and GemmGroupNormAct on the CPU EP (the core's
-// CPU kernels) and, in CUDA builds, the CUDA EP (the C ABI's CUDA entries on ORT's compute stream).
+// ONNX Runtime custom-op library for the fusedops domain: GroupNormAct, GemmGroupNormAct and ConvTransposeGroupNormAct
+// on the CPU EP (the core's CPU kernels) and, in CUDA builds, the CUDA EP (the C ABI's CUDA entries on ORT's compute
+// stream).
 //
 // Written against the ORT C API version 21 (ORT 1.21+): RegisterCustomOps asks for GetApi(21), so the library loads
 // on every ORT from 1.21 to at least 1.31. Only the C API is used, so no C++ exception can cross into ORT: kernels
@@ -10,11 +11,12 @@
 // Registration: one OrtCustomOp per (op, X type, parameter type, execution provider); ORT merges the kernels of one
 // op name into one schema with type constraints, so every combination the fuser can emit resolves to a kernel:
 // X ∈ {float, float16, bfloat16}, parameters (W is X's type; B, gamma, beta, extras) of X's type or float.
+// ConvTransposeGroupNormAct's B is optional (an empty input name), as in its spec and ONNX function.
 // The extras extra_0.. are one homogeneous variadic input (min arity 0): a node has exactly the extras its chains
 // reference, as the catalog's ONNX function has, and no dummy optional slots.
 //
-// Sources: ort_kernel.h (shared types), node_info.cc (attributes, static shapes), this file (the ops, kernel
-// creation, run, registration).
+// Sources: ort_kernel.h (shared types), node_info.cc (attributes as ORT gives them and as the library takes them,
+// static shapes), this file (the ops, kernel creation, run, registration).
 #include <atomic>
 #include <cstddef>
 #include <cmath>
@@ -59,8 +61,7 @@ struct FusedCustomOp {
     base.GetExecutionProviderType = [](const OrtCustomOp* o) { return self(o)->cfg.cuda ? kCudaEP : kCpuEP; };
     base.GetInputType = [](const OrtCustomOp* o, size_t i) {
       const OpConfig& c = self(o)->cfg;
-      if (c.kind == OpKind::kGemmGroupNormAct) return i <= 1 ? c.x_type : c.param_type;  // X, W | B, gamma, ...
-      return i == 0 ? c.x_type : c.param_type;                                           // X | gamma, beta, ...
+      return input_type(c, i);  // X (and W) | B, gamma, beta, extras
     };
     base.GetInputTypeCount = [](const OrtCustomOp* o) { return fixed_inputs(self(o)->cfg.kind) + 1; };
     base.GetOutputType = [](const OrtCustomOp* o, size_t) { return self(o)->cfg.x_type; };
@@ -68,7 +69,9 @@ struct FusedCustomOp {
     base.KernelCompute = nullptr;
     base.KernelDestroy = [](void* k) { delete static_cast<Kernel*>(k); };
     base.GetInputCharacteristic = [](const OrtCustomOp* o, size_t i) {
-      return i < fixed_inputs(self(o)->cfg.kind) ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_VARIADIC;
+      const OpKind kind = self(o)->cfg.kind;
+      if (i >= fixed_inputs(kind)) return INPUT_OUTPUT_VARIADIC;
+      return input_optional(kind, i) ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
     };
     base.GetOutputCharacteristic = [](const OrtCustomOp*, size_t) { return INPUT_OUTPUT_REQUIRED; };
     base.GetInputMemoryType = [](const OrtCustomOp*, size_t) { return OrtMemTypeDefault; };
@@ -87,7 +90,6 @@ struct FusedCustomOp {
     base.ReleaseAliasMap = nullptr;
   }
   static const FusedCustomOp* self(const OrtCustomOp* o) { return reinterpret_cast<const FusedCustomOp*>(o); }
-  static size_t fixed_inputs(OpKind k) { return k == OpKind::kGroupNormAct ? 3 : 5; }
 };
 static_assert(offsetof(FusedCustomOp, base) == 0, "OrtCustomOp must be the first member");
 
@@ -100,28 +102,15 @@ OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, 
     k->api = api;
     k->cfg = FusedCustomOp::self(op)->cfg;
     k->node = node_name(api, info);
-    k->num_fixed_inputs = FusedCustomOp::fixed_inputs(k->cfg.kind);
+    k->num_fixed_inputs = fixed_inputs(k->cfg.kind);
 
     // Attributes: ORT's typed getters tell a wrong type from an absent attribute (absent keeps the default); the
     // library parses and validates the values.
     NodeAttributes na;
     FUSEDOPS_ORT_CHECK(read_attributes(*k, info, &na));
     fusedops_attributes fa{};
-    fa.op = k->cfg.kind == OpKind::kGemmGroupNormAct ? FUSEDOPS_OP_GEMM_GROUPNORM_ACT : FUSEDOPS_OP_GROUPNORM_ACT;
-    fa.num_groups = na.num_groups;
-    fa.epsilon = na.epsilon;
-    fa.pre = na.pre.c_str();
-    fa.post = na.post.c_str();
-    fa.reduce = na.reduce.c_str();
-    fa.trans_b = 1;
-    fa.allow_tf32 = 1;
-    if (k->cfg.kind == OpKind::kGemmGroupNormAct) {
-      const int64_t tb = na.trans_b, tf = na.allow_tf32;
-      if (tb != 0 && tb != 1) return k->error("trans_b must be 0 or 1, got " + std::to_string(tb));
-      if (tf != 0 && tf != 1) return k->error("allow_tf32 must be 0 or 1, got " + std::to_string(tf));
-      fa.trans_b = static_cast<int32_t>(tb);
-      fa.allow_tf32 = k->cfg.allow_tf32_override >= 0 ? k->cfg.allow_tf32_override : static_cast<int32_t>(tf);
-    }
+    fusedops_conv_attributes conv{};
+    FUSEDOPS_ORT_CHECK(library_attributes(*k, na, &fa, &conv));
     char err[1024] = {0};
     int rc = fusedops_parse_attributes(&fa, &k->tmpl, err, sizeof err);
     if (rc != FUSEDOPS_OK) return k->library_error(rc, err);
@@ -148,12 +137,18 @@ OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, 
 struct TensorView {
   const void* data = nullptr;
   std::vector<int64_t> shape;
+  bool present = true;  // false: an absent optional input (data null)
 };
 
-OrtStatus* read_input(const OrtApi* api, OrtKernelContext* ctx, size_t i, TensorView* tv) {
+OrtStatus* read_input(const Kernel& k, OrtKernelContext* ctx, size_t i, TensorView* tv) {
+  const OrtApi* api = k.api;
   const OrtValue* v = nullptr;
   FUSEDOPS_ORT_CHECK(api->KernelContext_GetInput(ctx, i, &v));
-  if (!v) return api->CreateStatus(ORT_INVALID_ARGUMENT, "fusedops: missing input");
+  if (!v && input_optional(k.cfg.kind, i)) {
+    tv->present = false;
+    return nullptr;
+  }
+  if (!v) return k.error("input " + std::to_string(i) + " is missing");
   OrtTensorTypeAndShapeInfo* info = nullptr;
   FUSEDOPS_ORT_CHECK(api->GetTensorTypeAndShape(v, &info));
   size_t rank = 0;
@@ -239,7 +234,7 @@ OrtStatus* plan_for(Kernel& k, const std::vector<TensorView>& in, int32_t device
   std::vector<int64_t> key;
   key.push_back(device);
   for (const TensorView& t : in) {
-    key.push_back(static_cast<int64_t>(t.shape.size()));
+    key.push_back(t.present ? static_cast<int64_t>(t.shape.size()) : -1);
     key.insert(key.end(), t.shape.begin(), t.shape.end());
   }
   {
@@ -255,8 +250,8 @@ OrtStatus* plan_for(Kernel& k, const std::vector<TensorView>& in, int32_t device
     if (in[i].shape.size() > FUSEDOPS_MAX_RANK)
       return k.error("input " + std::to_string(i) + " has rank " + std::to_string(in[i].shape.size()) +
                      "; at most " + std::to_string(FUSEDOPS_MAX_RANK) + " is supported");
-    descs[i].dtype = to_fusedops_dtype(input_type(k.cfg, i));
-    descs[i].rank = static_cast<int32_t>(in[i].shape.size());
+    descs[i].dtype = in[i].present ? to_fusedops_dtype(input_type(k.cfg, i)) : FUSEDOPS_DTYPE_UNKNOWN;
+    descs[i].rank = in[i].present ? static_cast<int32_t>(in[i].shape.size()) : -1;
     for (size_t j = 0; j < in[i].shape.size(); ++j) descs[i].dims[j] = in[i].shape[j];
   }
   fusedops_op_desc d = k.tmpl;
@@ -280,7 +275,7 @@ OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
   size_t n_in = 0;
   FUSEDOPS_ORT_CHECK(api->KernelContext_GetInputCount(ctx, &n_in));
   std::vector<TensorView> in(n_in);
-  for (size_t i = 0; i < n_in; ++i) FUSEDOPS_ORT_CHECK(read_input(api, ctx, i, &in[i]));
+  for (size_t i = 0; i < n_in; ++i) FUSEDOPS_ORT_CHECK(read_input(k, ctx, i, &in[i]));
   int32_t device = FUSEDOPS_DEVICE_CPU;
 #ifdef FUSEDOPS_ORT_WITH_CUDA
   const OrtValue* xv = nullptr;
@@ -450,8 +445,12 @@ FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions*
 #ifdef FUSEDOPS_ORT_WITH_CUDA
     eps.push_back(true);
 #endif
+    // The ops the spec lists for this adapter (FUSEDOPS_ORT_OPS, generated from fusedops/spec/ops.toml).
+#define FUSEDOPS_ORT_KIND(ENUM, NAME) kind_of(FUSEDOPS_OP_##ENUM),
+    static constexpr OpKind kinds[] = {FUSEDOPS_ORT_OPS(FUSEDOPS_ORT_KIND)};
+#undef FUSEDOPS_ORT_KIND
     for (bool cuda : eps)
-      for (OpKind kind : {OpKind::kGroupNormAct, OpKind::kGemmGroupNormAct})
+      for (OpKind kind : kinds)
         for (const auto& c : combos)
           reg->ops.push_back(std::make_unique<FusedCustomOp>(OpConfig{kind, c.first, c.second, cuda, tf32, threads}));
     if (OrtStatus* st = api->CreateCustomOpDomain(kDomain, &reg->domain)) return st;

@@ -36,7 +36,7 @@ inline std::atomic<int64_t> g_cpu_calls{0};
 inline std::atomic<int64_t> g_cuda_calls{0};
 inline std::atomic<int64_t> g_parallel_for_calls{0};  // batches handed to ORT's intra-op pool
 
-enum class OpKind { kGroupNormAct, kGemmGroupNormAct };
+enum class OpKind { kGroupNormAct, kGemmGroupNormAct, kConvTransposeGroupNormAct };
 
 struct OpConfig {
   OpKind kind;
@@ -55,7 +55,27 @@ inline int32_t to_fusedops_dtype(ONNXTensorElementDataType t) {
   }
 }
 
-inline const char* op_name(OpKind k) { return k == OpKind::kGroupNormAct ? "GroupNormAct" : "GemmGroupNormAct"; }
+inline const char* op_name(OpKind k) {
+  return k == OpKind::kGroupNormAct ? "GroupNormAct"
+         : k == OpKind::kGemmGroupNormAct ? "GemmGroupNormAct"
+                                          : "ConvTransposeGroupNormAct";
+}
+inline int32_t op_code(OpKind k) {
+  return k == OpKind::kGroupNormAct ? FUSEDOPS_OP_GROUPNORM_ACT
+         : k == OpKind::kGemmGroupNormAct ? FUSEDOPS_OP_GEMM_GROUPNORM_ACT
+                                          : FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT;
+}
+// The adapter's kind of an op code; in a constant expression an op this adapter lacks fails to compile (the throw).
+constexpr OpKind kind_of(int32_t op) {
+  return op == FUSEDOPS_OP_GROUPNORM_ACT                   ? OpKind::kGroupNormAct
+         : op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT            ? OpKind::kGemmGroupNormAct
+         : op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT ? OpKind::kConvTransposeGroupNormAct
+                                                           : throw "an op the ORT adapter does not implement";
+}
+// Inputs before the extras: X, gamma, beta (GroupNormAct) or X, W, B, gamma, beta.
+inline size_t fixed_inputs(OpKind k) { return k == OpKind::kGroupNormAct ? 3 : 5; }
+// ConvTransposeGroupNormAct's bias B (input 2) may be absent (ONNX: an empty input name), as in the op spec.
+inline bool input_optional(OpKind k, size_t i) { return k == OpKind::kConvTransposeGroupNormAct && i == 2; }
 
 #define FUSEDOPS_ORT_CHECK(expr)    \
   do {                              \
@@ -105,7 +125,6 @@ bool ok(const OrtApi* api, OrtStatus* st);
 // its default, and whether the node gave it. ORT's C API cannot list a node's attributes, so the spec's list of the
 // op is what is read (an unknown attribute is caught where fusedops loads the model, exporter/validate.py).
 using AttrINT = int64_t;
-// ConvTransposeGroupNormAct's lists; not read yet: this adapter registers only FUSEDOPS_ORT_OPS (no op with INTS).
 using AttrINTS = std::vector<int64_t>;
 using AttrFLOAT = float;
 using AttrSTRING = std::string;
@@ -126,10 +145,17 @@ std::string node_name(const OrtApi* api, const OrtKernelInfo* info);
 // ---- shapes: the library's rules (fusedops_describe), at session creation on what the graph knows, and per new
 // input shape at run, where the plan for that shape is made ----
 inline ONNXTensorElementDataType input_type(const OpConfig& c, size_t i) {
-  const size_t data_typed = c.kind == OpKind::kGemmGroupNormAct ? 2 : 1;  // X (and W) carry X's type
+  const size_t data_typed = c.kind == OpKind::kGroupNormAct ? 1 : 2;  // X (and W) carry X's type
   return i < data_typed ? c.x_type : c.param_type;
 }
-// Input i as the graph knows it at session creation (rank -1: unknown).
+// Input i as the graph knows it at session creation (rank -1: unknown; an absent optional input: dtype unknown too,
+// as fusedops_describe takes it).
 fusedops_tensor_desc static_desc(const Kernel& k, const OrtKernelInfo* info, size_t i);
+
+// The node's attributes as fusedops_parse_attributes takes them (ConvTransposeGroupNormAct: *conv gets the INTS
+// lists, pointing into `na`, which must outlive it; absent or empty lists are ONNX's defaults). allow_tf32: the
+// node's (GemmGroupNormAct, ConvTransposeGroupNormAct) unless the session's fusedops.allow_tf32 overrides it.
+OrtStatus* library_attributes(const Kernel& k, const NodeAttributes& na, fusedops_attributes* fa,
+                              fusedops_conv_attributes* conv);
 
 }  // namespace fusedops_ort
