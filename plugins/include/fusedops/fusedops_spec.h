@@ -74,7 +74,8 @@ typedef enum {
 /* X(ENUM suffix, name): the ops the ONNX Runtime adapter (plugins/ort) registers */
 #define FUSEDOPS_ORT_OPS(X) \
   X(GROUPNORM_ACT, "GroupNormAct") \
-  X(GEMM_GROUPNORM_ACT, "GemmGroupNormAct")
+  X(GEMM_GROUPNORM_ACT, "GemmGroupNormAct") \
+  X(CONVTRANSPOSE_GROUPNORM_ACT, "ConvTransposeGroupNormAct")
 /* X(ENUM suffix, name): the ops the TensorRT adapter (plugins/trt) registers */
 #define FUSEDOPS_TENSORRT_OPS(X) \
   X(GROUPNORM_ACT, "GroupNormAct") \
