@@ -1,10 +1,10 @@
 """Opt-in rules (``fuse_model(..., convtranspose=True)``): a ConvTranspose producing a GroupNormAct's X becomes one
 ``ConvTransposeGroupNormAct`` node, which then grows its post chain and channel reduction like the other ops.
 
-Off by default: no runtime adapter (ONNX Runtime library, TensorRT plugin) registers ConvTransposeGroupNormAct yet,
-so only its function body would run it; without the option the ConvTranspose stays and the GroupNormAct after it is
-fused as before. ConvTranspose's auto_pad (other than NOTSET / VALID) and output_shape are not attributes of the
-fused op; such a node is left as it is, with the reason in the fusion report.
+Off by default: the ONNX Runtime library registers ConvTransposeGroupNormAct (since 2026-11-27), the TensorRT plugin
+not yet; without the option the ConvTranspose stays and the GroupNormAct after it is fused as before. ConvTranspose's
+auto_pad (other than NOTSET / VALID) and output_shape are not attributes of the fused op; such a node is left as it
+is, with the reason in the fusion report.
 """
 
 from __future__ import annotations

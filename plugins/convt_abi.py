@@ -1,7 +1,7 @@
 """ConvTransposeGroupNormAct through the C ABI (issue 13, in progress).
 
 The op is in the op spec and the C ABI (op code 3, ``fusedops_conv_attributes``, ``fusedops_describe``'s ConvTranspose
-rules); the ORT and TensorRT adapters do not register it yet, and the fuser writes it only on request
+rules); the ORT adapter registers it (the TensorRT adapter not yet), and the fuser writes it only on request
 (``fuse_model(..., convtranspose=True)``). This module builds its descriptor through the library's parser and shape
 rules and runs plans of it on the CPU or a CUDA device.
 
