@@ -25,7 +25,8 @@ def _torch_step(data, channels, rank):
                                       "gelu_tanh", "softplus", "leaky_relu", "hardtanh", "clamp_min", "x+x", "add",
                                       "sub_channel", "rsub", "div", "mul_channel"]))
     shape = (channels,) + (1,) * (rank - 2)
-    c = torch.tensor(data.draw(st.floats(0.5, 2.0)))
+    # (not 1.0: x / 1.0 is an identity the exporter removes, leaving no step to fuse)
+    c = torch.tensor(data.draw(st.floats(0.5, 2.0).filter(lambda v: v != 1.0)))
     vec = torch.linspace(0.5, 1.5, channels).reshape(shape)
     table = {
         "relu": (torch.relu, ["relu"]), "sigmoid": (torch.sigmoid, ["sigmoid"]), "tanh": (torch.tanh, ["tanh"]),
