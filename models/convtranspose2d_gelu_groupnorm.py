@@ -4,7 +4,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fusedops.plugins import torch_ops
+from fusedops import catalog
+from fusedops.errors import FusedopsError
+from fusedops.plugins import convt_abi, torch_ops
 
 batch_size = 128
 in_channels = 64
@@ -71,11 +73,6 @@ def _one_op_runs_wgmma(x, conv, gn) -> bool:
            conv.padding, conv.output_padding, conv.dilation, conv.groups, gn.num_groups, conv.bias is not None)
     runs = _WGMMA_RUNS.get(key)
     if runs is None:  # ask the planner once: it alone knows the kernel's rules and the device
-        # lazy: only on a CUDA float32 call; the model module stays importable without the plan bindings
-        from fusedops import catalog
-        from fusedops.errors import FusedopsError
-        from fusedops.plugins import convt_abi
-
         p = list(conv.padding)
         attrs = catalog.parse_attrs("GroupNormAct", {"num_groups": gn.num_groups, "epsilon": gn.eps, "pre": "gelu"})
         try:
