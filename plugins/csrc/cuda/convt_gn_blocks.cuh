@@ -266,12 +266,6 @@ __device__ __forceinline__ void store4(T* dst, const float (&v)[4], int valid) {
     if (j < valid) dst[j] = from_float<T>(v[j]);
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 __device__ __forceinline__ float at(const char* base, int byte_offset) {
   return *reinterpret_cast<const float*>(base + byte_offset);
 }

@@ -228,6 +228,13 @@ __device__ __forceinline__ void apply_chain_inline(const fusedops_chain& ch, flo
   }
 }
 
+// Sum over the 32 lanes of a warp (every lane gets it).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // ---- statistics: (count, mean, M2) combined with Chan's formula ----------------------------------------------
 struct Welford {
   float n, mean, m2;

@@ -1,4 +1,5 @@
-// Internal to convt_wgmma.cu: the register epilogue of the wgmma convolution (for `pre` = nothing or GELU alone).
+// Internal to convt_wgmma.cu: the wgmma convolution's epilogues (in registers for `pre` = nothing or GELU alone,
+// through shared memory for any other chain).
 #pragma once
 
 #include "cuda/sm90/convt_wgmma.h"
@@ -9,11 +10,6 @@ namespace sm90 {
 
 constexpr int kLdTile = 256 + 8;  // shared epilogue tile row stride (floats): = 8 (mod 32), conflict-free float2 stores
 
-__device__ __forceinline__ float warp_sum32(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -66,7 +62,7 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
   const float nvalid = __shfl_sync(0xffffffffu, cnt, 0);
   const int rows_g = min(p.Cg, kSm90Cout), blocks_g = rows_g / 8;
   float* xs = xch + wg * 16;  // [8 blocks][sum, m2]; block b = 2 wl + i holds rows 8 b .. 8 b + 7
-  s0 = warp_sum32(s0), s1 = warp_sum32(s1);
+  s0 = warp_sum(s0), s1 = warp_sum(s1);
   if (lane == 0) xs[2 * (2 * wl)] = s0, xs[2 * (2 * wl + 1)] = s1;
   named_sync(2 + wg, 128);
   const float inv = nvalid > 0.f ? __fdividef(1.f, nvalid * float(rows_g)) : 0.f;
@@ -88,7 +84,7 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
         m0s += d0 * d0;
         m1s += d1 * d1;
       }
-  m0s = warp_sum32(m0s), m1s = warp_sum32(m1s);
+  m0s = warp_sum(m0s), m1s = warp_sum(m1s);
   if (lane == 0) xs[2 * (2 * wl) + 1] = m0s, xs[2 * (2 * wl + 1) + 1] = m1s;
   named_sync(2 + wg, 128);
   const int t = wl * 32 + lane;
@@ -132,7 +128,7 @@ __device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float 
     yoff[k] = oy * p.wout + ox;
     if (ox < p.wout && oy < p.hout) valid |= 1u << k;
   }
-  const int nvalid = int(warp_sum32(float(__popc(valid))));
+  const int nvalid = int(warp_sum(float(__popc(valid))));
   named_sync(2 + wg, 128);
 
   const int64_t HW = int64_t(p.hout) * p.wout;
@@ -155,7 +151,7 @@ __device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float 
         yrow[yoff[k]] = from_float<T>(v[k]);
       }
     }
-    s = warp_sum32(s);
+    s = warp_sum(s);
     if (lane == 0) rowsum[r] = s;
   }
   named_sync(2 + wg, 128);
@@ -174,7 +170,7 @@ __device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float 
         const float d = tilef[r * kLdTile + lane + 32 * k] - mean;
         m2 += d * d;
       }
-    m2 = warp_sum32(m2);
+    m2 = warp_sum(m2);
     if (lane == 0) rowm2[r] = m2;
   }
   named_sync(2 + wg, 128);
