@@ -1,9 +1,11 @@
 // ONNX ConvTranspose's per-dimension rules, the one copy that fusedops_describe (core/describe.cpp) and plan creation's
-// check of a complete descriptor (plan.cpp) both use.
+// check of a complete descriptor (plan.cpp) both use, and the descriptor's geometry as rows / columns for the kernels.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+
+#include "fusedops/fusedops.h"
 
 namespace fusedops {
 namespace core {
@@ -24,6 +26,18 @@ inline const char* convtranspose_dim_problem(int64_t kernel, int64_t stride, int
   if (output_padding < 0 || output_padding >= std::max(stride, dilation))
     return "output_padding must be in [0, max(stride, dilation))";
   return nullptr;
+}
+
+// A 1-D or 2-D descriptor as rows x columns (1-D: one row, kernel height 1, no row padding).
+struct ConvGeometry {
+  int64_t hin, win, hout, wout, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+inline ConvGeometry conv_geometry(const fusedops_conv_desc& cv) {
+  const bool one_d = cv.spatial_rank == 1;
+  const int i = one_d ? 0 : 1;  // the column dimension in the descriptor's arrays
+  return {one_d ? 1 : cv.input[0], cv.input[i],        one_d ? 1 : cv.output[0], cv.output[i],
+          one_d ? 1 : cv.kernel[0], cv.kernel[i],      one_d ? 1 : cv.strides[0], cv.strides[i],
+          one_d ? 0 : cv.pads_begin[0], cv.pads_begin[i], one_d ? 1 : cv.dilations[0], cv.dilations[i]};
 }
 
 }  // namespace core

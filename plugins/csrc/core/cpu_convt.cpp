@@ -13,6 +13,7 @@
 #include <new>
 #include <vector>
 
+#include "core/conv_rules.h"
 #include "core/cpu_blas.h"
 #include "core/cpu_util.h"
 #include "core/message.h"
@@ -39,25 +40,13 @@ void gemm(SgemmFn blas, const float* a, const float* b, int64_t ldb, float* c, i
   Cm.noalias() = A * B;
 }
 
-struct Geometry {
-  int64_t hin, win, hout, wout, kh, kw, sh, sw, ph, pw, dh, dw;
-};
-
-Geometry geometry(const fusedops_conv_desc& cv) {
-  const bool one_d = cv.spatial_rank == 1;
-  const int i = one_d ? 0 : 1;  // the column dimension in the descriptor's arrays
-  return {one_d ? 1 : cv.input[0], cv.input[i],        one_d ? 1 : cv.output[0], cv.output[i],
-          one_d ? 1 : cv.kernel[0], cv.kernel[i],      one_d ? 1 : cv.strides[0], cv.strides[i],
-          one_d ? 0 : cv.pads_begin[0], cv.pads_begin[i], one_d ? 1 : cv.dilations[0], cv.dilations[i]};
-}
-
 }  // namespace
 
 int convt_groupnorm_act_cpu(const fusedops_op_desc& d, const void* const* in, int32_t num_inputs, void* y, char* err,
                             size_t err_len) {
   const fusedops_groupnorm_desc& gn = d.d.gn;
   const fusedops_conv_desc& cv = d.conv;
-  const Geometry g = geometry(cv);
+  const core::ConvGeometry g = core::conv_geometry(cv);
   const int64_t N = gn.N, C = gn.C, S = gn.S, groups = cv.group, cin_g = cv.in_channels / groups;
   const int64_t cout_g = C / groups, taps = g.kh * g.kw, in_plane = g.hin * g.win;
   const int32_t xt = gn.x_dtype;

@@ -2,6 +2,7 @@
 // (convt_wgmma.h). Host code; a pure function of the descriptor, so the workspace size is one too.
 #include <stdint.h>
 
+#include "core/conv_rules.h"
 #include "cuda/sm90/convt_wgmma.h"
 
 namespace fusedops {
@@ -36,23 +37,18 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   const int64_t cg = gn.C / gn.num_groups;
   if (!((kSm90Cout % cg == 0 && cg % 8 == 0) || cg % kSm90Cout == 0))
     return refuse(l, "GroupNorm groups of 8, 16, 32 or a multiple of 64 channels only");
-  const bool one_d = cv.spatial_rank == 1;
-  const int c = one_d ? 0 : 1;  // the column dimension's index
-  const int64_t kh = one_d ? 1 : cv.kernel[0], kw = cv.kernel[c];
-  const int64_t dh = one_d ? 1 : cv.dilations[0], dw = cv.dilations[c];
-  const int64_t ph = one_d ? 0 : cv.pads_begin[0], pw = cv.pads_begin[c];
-  const int64_t hout = one_d ? 1 : cv.output[0], wout = cv.output[c];
-  const int64_t hin = one_d ? 1 : cv.input[0], win = cv.input[c];
-  const int64_t wpad = wout + (kw - 1) * dw;
-  const int64_t halo = (kh - 1) * dh * wpad + (kw - 1) * dw;
+  const core::ConvGeometry g = core::conv_geometry(cv);
+  const int64_t wpad = g.wout + (g.kw - 1) * g.dw;
+  const int64_t halo = (g.kh - 1) * g.dh * wpad + (g.kw - 1) * g.dw;
   const int64_t span = int64_t(up(size_t(kSm90Pixels + halo), 8));
-  const int64_t flat = hout * wpad;
+  const int64_t flat = g.hout * wpad;
   // 32-bit index arithmetic in the kernel; the descriptors' 14-bit strides bound a stage's slots.
-  if (flat + span >= INT32_MAX || 8 * hin * win >= INT32_MAX || span >= 16384 || gn.N > 65535 || kh * kw > 64)
+  if (flat + span >= INT32_MAX || 8 * g.hin * g.win >= INT32_MAX || span >= 16384 || gn.N > 65535 ||
+      g.kh * g.kw > 64)
     return refuse(l, "sizes beyond the kernel's 32-bit indices or stage");
   l->wpad = int32_t(wpad);
-  l->offy = int32_t((kh - 1) * dh - ph);
-  l->offx = int32_t((kw - 1) * dw - pw);
+  l->offy = int32_t((g.kh - 1) * g.dh - g.ph);
+  l->offx = int32_t((g.kw - 1) * g.dw - g.pw);
   l->span = int32_t(span);
   l->tiles = int32_t(cdiv(flat, kSm90Pixels));
   l->tiles_c = int32_t(gn.C / kSm90Cout);
@@ -60,7 +56,7 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   l->partials_bytes = size_t(groups) * size_t(2 * l->tiles) * size_t(l->tiles_c) * sizeof(Welford);
   l->stats_offset = up(l->partials_bytes, kAlign);
   l->wp_offset = up(l->stats_offset + size_t(groups) * sizeof(float2), kAlign);
-  l->total = kAlign + l->wp_offset + size_t(cv.in_channels) * size_t(gn.C) * size_t(kh * kw) * sizeof(float);
+  l->total = kAlign + l->wp_offset + size_t(cv.in_channels) * size_t(gn.C) * size_t(g.kh * g.kw) * sizeof(float);
   l->eligible = true;
   return true;
 }
