@@ -1,10 +1,9 @@
-// What both fused-op plugins share: capability routing, type/format negotiation, configure/workspace/enqueue flow.
+// What the fused-op plugins share: capability routing, input counts, type/format negotiation, configure / workspace /
+// enqueue flow (the workspace over the profile: plugin_workspace.cpp).
 #include "fused_op_plugin.h"
 
 #include <algorithm>
-#include <cmath>
 #include <exception>
-#include <limits>
 #include <new>
 
 namespace fusedops::trt {
@@ -32,29 +31,6 @@ char const* typeName(DataType t) {
     default: return "an unsupported type";
   }
 }
-
-// Values probed for one dim over [lo, hi]: all of them when there are at most `cap`; otherwise the low end densely
-// (where the kernels' block-splitting makes the need non-monotone), then geometric steps up to hi.
-std::vector<int64_t> probeValues(int64_t lo, int64_t hi, int64_t cap) {
-  std::vector<int64_t> v;
-  if (hi - lo < cap) {
-    for (int64_t x = lo; x <= hi; ++x) v.push_back(x);
-    return v;
-  }
-  int64_t const dense = std::max<int64_t>(cap / 2, 1);
-  for (int64_t x = lo; x < lo + dense; ++x) v.push_back(x);
-  int64_t const steps = std::max<int64_t>(cap - dense - 1, 1);
-  double const start = static_cast<double>(std::max<int64_t>(lo + dense, 1));
-  double const ratio = std::pow(static_cast<double>(hi) / start, 1.0 / static_cast<double>(steps));
-  double x = start;
-  for (int64_t s = 0; s < steps; ++s) {
-    x *= ratio;
-    int64_t const xi = std::llround(x);
-    if (xi > v.back() && xi < hi) v.push_back(xi);
-  }
-  v.push_back(hi);
-  return v;
-}
 }  // namespace
 
 IPluginCapability* FusedOpPlugin::getCapabilityInterface(PluginCapabilityType type) noexcept {
@@ -70,11 +46,28 @@ void FusedOpPlugin::fail(std::string const& where, std::string const& err) const
   logError(std::string(opName(mCfg.kind)) + "::" + where + ": " + err);
 }
 
+bool FusedOpPlugin::countOk(int32_t nbInputs) const noexcept {
+  int32_t const all = mCfg.numInputs();
+  if (!mCfg.optionalBias()) return nbInputs == all;
+  if (mCfg.biasInput >= 0) return nbInputs == all - 1 + mCfg.biasInput;
+  return nbInputs == all || nbInputs == all - 1;
+}
+
 bool FusedOpPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs, std::string& err) const {
-  if (nbInputs != mCfg.numInputs()) {
-    err = "expected " + std::to_string(mCfg.numInputs()) + " inputs (" + std::to_string(mCfg.numFixedInputs()) +
-          " + " + std::to_string(mCfg.numExtras) + " extra inputs referenced by the chains), got " +
-          std::to_string(nbInputs);
+  if (!countOk(nbInputs)) {
+    int32_t const all = mCfg.numInputs();
+    std::string const extras = std::to_string(mCfg.numExtras) + " extra inputs referenced by the chains";
+    if (!mCfg.optionalBias())
+      err = "expected " + std::to_string(all) + " inputs (" + std::to_string(mCfg.numFixedInputs()) + " + " + extras +
+            ")";
+    else if (mCfg.biasInput < 0)
+      err = "expected " + std::to_string(all) + " inputs (X, W, B, gamma, beta + " + extras + ") or " +
+            std::to_string(all - 1) + " without the optional B (X, W, gamma, beta + the extras)";
+    else
+      err = "expected " + std::to_string(all - 1 + mCfg.biasInput) + " inputs (has_bias = " +
+            std::to_string(mCfg.biasInput) + ": X, W, " + (mCfg.biasInput ? "B, " : "") + "gamma, beta + " + extras +
+            ")";
+    err += ", got " + std::to_string(nbInputs);
     return false;
   }
   if (nbOutputs != 1) {
@@ -84,26 +77,29 @@ bool FusedOpPlugin::checkCounts(int32_t nbInputs, int32_t nbOutputs, std::string
   return true;
 }
 
-bool FusedOpPlugin::checkedDesc(Dims const* dims, DataType xType, DataType paramType, RunDesc& desc,
-                                std::string& err, int64_t* outputVolume) const {
-  int32_t const nbInputs = mCfg.numInputs();
+bool FusedOpPlugin::checkedDesc(Dims const* dims, int32_t nbInputs, DataType xType, DataType paramType,
+                                RunDesc& desc, std::string& err, int64_t* outputVolume) const {
   int32_t const firstParam = numDataTypedInputs();
-  std::vector<fusedops_tensor_desc> in(static_cast<size_t>(nbInputs));
-  for (int32_t i = 0; i < nbInputs; ++i) {
-    fusedops_tensor_desc& t = in[static_cast<size_t>(i)];
-    t.dtype = toFusedopsDtype(i < firstParam ? xType : paramType);
-    t.rank = dims[i].nbDims;
+  std::vector<fusedops_tensor_desc> in(static_cast<size_t>(mCfg.numInputs()));
+  if (!biasGiven(nbInputs)) {  // an absent B, as the C ABI takes it
+    in[2].dtype = FUSEDOPS_DTYPE_UNKNOWN;
+    in[2].rank = -1;
+  }
+  for (int32_t g = 0; g < nbInputs; ++g) {
+    fusedops_tensor_desc& t = in[static_cast<size_t>(nodeIndex(g, nbInputs))];
+    t.dtype = toFusedopsDtype(g < firstParam ? xType : paramType);
+    t.rank = dims[g].nbDims;
     if (t.rank > FUSEDOPS_MAX_RANK) {
-      err = inputName(i) + " has rank " + std::to_string(t.rank) + "; at most " +
+      err = givenName(g, nbInputs) + " has rank " + std::to_string(t.rank) + "; at most " +
             std::to_string(FUSEDOPS_MAX_RANK) + " is supported";
       return false;
     }
-    for (int32_t k = 0; k < t.rank; ++k) t.dims[k] = dims[i].d[k];
+    for (int32_t k = 0; k < t.rank; ++k) t.dims[k] = dims[g].d[k];
   }
   desc = mCfg.tmpl;
   fusedops_tensor_desc y{};
   char msg[kErrLen] = {0};
-  if (fusedops_describe(&desc, in.data(), nbInputs, &y, msg, sizeof msg) != FUSEDOPS_OK) {
+  if (fusedops_describe(&desc, in.data(), mCfg.numInputs(), &y, msg, sizeof msg) != FUSEDOPS_OK) {
     std::string const prefix = std::string(opName(mCfg.kind)) + ": ";
     err = std::string(msg).rfind(prefix, 0) == 0 ? std::string(msg + prefix.size()) : std::string(msg);
     return false;
@@ -158,11 +154,16 @@ int32_t FusedOpPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs
                                                                                  : -1;
     }
     RunDesc desc;
-    if (!checkedDesc(known.data(), DataType::kFLOAT, DataType::kFLOAT, desc, err)) {
+    if (!checkedDesc(known.data(), nbInputs, DataType::kFLOAT, DataType::kFLOAT, desc, err)) {
       fail("getOutputShapes", err);
       return -1;
     }
     outputExprs(inputs, outputs[0], exprBuilder);
+    for (int32_t k = 0; k < outputs[0].nbDims; ++k)
+      if (outputs[0].d[k] == nullptr) {
+        fail("getOutputShapes", "the expression builder gave no expression for output dim " + std::to_string(k));
+        return -1;
+      }
     return 0;
   } catch (std::exception const& e) {
     fail("getOutputShapes", e.what());
@@ -174,7 +175,7 @@ int32_t FusedOpPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs
 
 bool FusedOpPlugin::supportsFormatCombination(int32_t pos, DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
                                               int32_t nbOutputs) noexcept {
-  if (inOut == nullptr || pos < 0 || pos >= nbInputs + nbOutputs || nbInputs != mCfg.numInputs()) return false;
+  if (inOut == nullptr || pos < 0 || pos >= nbInputs + nbOutputs || !countOk(nbInputs)) return false;
   PluginTensorDesc const& d = inOut[pos].desc;
   if (d.format != TensorFormat::kLINEAR) return false;
   DataType const xType = inOut[0].desc.type;
@@ -203,14 +204,15 @@ int32_t FusedOpPlugin::configurePlugin(DynamicPluginTensorDesc const* in, int32_
     DataType const xType = in[0].desc.type;
     DataType const pType = in[numDataTypedInputs()].desc.type;
     RunDesc desc;
-    if (!checkedDesc(hi.data(), xType, pType, desc, err)) {
+    if (!checkedDesc(hi.data(), nbInputs, xType, pType, desc, err)) {
       fail("configurePlugin", "at the profile's max shapes: " + err);
       return -1;
     }
-    if (volume(lo[0]) > 0 && !checkedDesc(lo.data(), xType, pType, desc, err)) {
+    if (volume(lo[0]) > 0 && !checkedDesc(lo.data(), nbInputs, xType, pType, desc, err)) {
       fail("configurePlugin", "at the profile's min shapes: " + err);
       return -1;
     }
+    rememberInputCount(nbInputs);  // serialised: the runtime phase's enqueue is told no count
     // What getWorkspaceSize will report for these ranges; serialised so enqueue knows the real buffer size.
     mCfg.workspaceBytes = static_cast<int64_t>(profileWorkspace(in, nbInputs));
     return 0;
@@ -222,62 +224,9 @@ int32_t FusedOpPlugin::configurePlugin(DynamicPluginTensorDesc const* in, int32_
   }
 }
 
-size_t FusedOpPlugin::profileWorkspace(DynamicPluginTensorDesc const* in, int32_t nbInputs) const {
-  DataType const xType = in[0].desc.type;
-  DataType const pType = in[numDataTypedInputs()].desc.type;
-  struct Axis {
-    int32_t input, dim;
-    std::vector<int64_t> values;
-  };
-  std::vector<Axis> axes;
-  double combos = 1.0;
-  for (int32_t i = 0; i < nbInputs; ++i)
-    for (int32_t k = 0; k < in[i].max.nbDims; ++k)
-      if (in[i].min.d[k] != in[i].max.d[k]) {
-        axes.push_back({i, k, {}});
-        combos *= static_cast<double>(in[i].max.d[k] - in[i].min.d[k] + 1);
-      }
-  bool const exhaustive = combos <= static_cast<double>(kMaxWorkspaceProbes);
-  int64_t const cap = exhaustive ? std::numeric_limits<int64_t>::max()
-                                 : std::max<int64_t>(2, static_cast<int64_t>(std::floor(std::pow(
-                                       static_cast<double>(kMaxWorkspaceProbes), 1.0 / axes.size()))));
-  for (auto& a : axes)
-    a.values = probeValues(std::max<int64_t>(in[a.input].min.d[a.dim], 0), in[a.input].max.d[a.dim], cap);
-  std::vector<Dims> dims(nbInputs);
-  for (int32_t i = 0; i < nbInputs; ++i) dims[i] = in[i].max;
-  std::vector<size_t> idx(axes.size(), 0);
-  size_t bytes = 0;
-  std::string err;
-  RunDesc desc;
-  for (;;) {
-    for (size_t a = 0; a < axes.size(); ++a) dims[axes[a].input].d[axes[a].dim] = axes[a].values[idx[a]];
-    // Combinations the kernels refuse (e.g. X's C against gamma's) cannot occur at runtime: skipped.
-    if (volume(dims[0]) > 0 && checkedDesc(dims.data(), xType, pType, desc, err))
-      bytes = std::max(bytes, fusedops_workspace_size(&desc));
-    size_t a = 0;
-    for (; a < axes.size(); ++a) {
-      if (++idx[a] < axes[a].values.size()) break;
-      idx[a] = 0;
-    }
-    if (a == axes.size()) break;
-  }
-  return bytes;
-}
 
-size_t FusedOpPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-                                       DynamicPluginTensorDesc const* /*outputs*/, int32_t nbOutputs) const noexcept {
-  try {
-    std::string err;
-    if (inputs == nullptr || !checkCounts(nbInputs, nbOutputs, err)) return 0;
-    return profileWorkspace(inputs, nbInputs);
-  } catch (...) {
-    return 0;
-  }
-}
-
-bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, PluginTensorDesc const* out, RunDesc& desc,
-                                std::string& err) const {
-  int32_t const nbInputs = mCfg.numInputs();
+bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out,
+                                RunDesc& desc, std::string& err) const {
   int32_t const firstParam = numDataTypedInputs();
   DataType const xType = in[0].type;
   // TensorRT passes what supportsFormatCombination accepted; anything else would make the kernels misread memory.
@@ -288,7 +237,8 @@ bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, PluginTensorDesc con
                     : i == firstParam ? (t == DataType::kFLOAT || t == xType)
                                       : t == in[firstParam].type;
     if (!ok || in[i].format != TensorFormat::kLINEAR) {
-      err = inputName(i) + " is " + typeName(t) + (in[i].format != TensorFormat::kLINEAR ? " (not LINEAR)" : "") +
+      err = givenName(i, nbInputs) + " is " + typeName(t) +
+            (in[i].format != TensorFormat::kLINEAR ? " (not LINEAR)" : "") +
             ", which no negotiated combination allows (X is " + typeName(xType) + ")";
       return false;
     }
@@ -300,7 +250,7 @@ bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, PluginTensorDesc con
   std::vector<Dims> dims(nbInputs);
   for (int32_t i = 0; i < nbInputs; ++i) dims[i] = in[i].dims;
   int64_t expected = -1;
-  if (!checkedDesc(dims.data(), xType, in[firstParam].type, desc, err, &expected)) return false;
+  if (!checkedDesc(dims.data(), nbInputs, xType, in[firstParam].type, desc, err, &expected)) return false;
   if (volume(out->dims) != expected) {
     err = "Y has shape " + dimsText(out->dims) + ", expected " + std::to_string(expected) + " elements";
     return false;
@@ -314,19 +264,19 @@ bool FusedOpPlugin::runtimeDesc(PluginTensorDesc const* in, PluginTensorDesc con
   return true;
 }
 
-bool FusedOpPlugin::planFor(PluginTensorDesc const* in, PluginTensorDesc const* out, std::string& err) {
-  int32_t const nbInputs = mCfg.numInputs();
+bool FusedOpPlugin::planFor(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out,
+                            std::string& err) {
   auto const same = [](PluginTensorDesc const& a, PluginTensorDesc const& b) {
     return a.type == b.type && a.format == b.format && a.dims.nbDims == b.dims.nbDims &&
            std::equal(a.dims.d, a.dims.d + a.dims.nbDims, b.dims.d);
   };
-  if (mPlan) {
+  if (mPlan && mPlan->descs.size() == static_cast<size_t>(nbInputs) + 1) {
     bool match = same(mPlan->descs.back(), *out);
     for (int32_t i = 0; i < nbInputs && match; ++i) match = same(mPlan->descs[static_cast<size_t>(i)], in[i]);
     if (match) return true;
   }
   RunDesc desc;
-  if (!runtimeDesc(in, out, desc, err)) return false;
+  if (!runtimeDesc(in, nbInputs, out, desc, err)) return false;
   auto holder = std::make_shared<PlanHolder>();
   holder->descs.assign(in, in + nbInputs);
   holder->descs.push_back(*out);
@@ -348,17 +298,18 @@ int32_t FusedOpPlugin::onShapeChange(PluginTensorDesc const* in, int32_t nbInput
       fail("onShapeChange", err.empty() ? "null tensor descriptions" : err);
       return -1;
     }
+    rememberInputCount(nbInputs);  // for enqueue, which is told no count
     // The plan for these shapes: everything a run needs is decided here, so enqueue only enqueues. A build without
     // CUDA kernels (the build-phase library) can only validate; its enqueue reports that.
     if (!fusedops_has_cuda()) {
       RunDesc desc;
-      if (!runtimeDesc(in, out, desc, err)) {
+      if (!runtimeDesc(in, nbInputs, out, desc, err)) {
         fail("onShapeChange", err);
         return -1;
       }
       return 0;
     }
-    if (!planFor(in, out, err)) {
+    if (!planFor(in, nbInputs, out, err)) {
       fail("onShapeChange", err);
       return -1;
     }
@@ -379,18 +330,32 @@ int32_t FusedOpPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDe
       fail("enqueue", "null tensor descriptions or pointers");
       return -1;
     }
+    // TensorRT's input count: the node's, less an absent B (known from configurePlugin's serialised has_bias or
+    // from onShapeChange).
+    int32_t const nbInputs = runtimeInputCount();
+    if (nbInputs < 0) {
+      fail("enqueue", "the number of inputs is unknown (no has_bias field, and onShapeChange has not run)");
+      return -1;
+    }
+    void const* nodeInputs[5 + FUSEDOPS_MAX_EXTRAS] = {};
+    static_assert(FUSEDOPS_CONVTRANSPOSE_GROUPNORM_ACT_NUM_INPUTS == 5, "node inputs: X, W, B, gamma, beta, extras");
+    if (mCfg.numInputs() > static_cast<int32_t>(sizeof nodeInputs / sizeof nodeInputs[0])) {
+      fail("enqueue", "more inputs than the library takes");
+      return -1;
+    }
     // The plan onShapeChange made (made here only if TensorRT skipped it for these shapes).
     std::string err;
-    if (!planFor(inputDesc, outputDesc, err)) {
+    if (!planFor(inputDesc, nbInputs, outputDesc, err)) {
       fail("enqueue", err);
       return -1;
     }
+    for (int32_t g = 0; g < nbInputs; ++g) nodeInputs[nodeIndex(g, nbInputs)] = inputs[g];  // absent B: null
     size_t const need = fusedops_plan_workspace_size(mPlan->plan);
     // The size TensorRT actually allocated, so the library's own workspace check stays meaningful. Fields without
     // workspace_bytes (an engine from an older plugin build) leave only the need to pass.
     size_t const wsBytes = mCfg.workspaceBytes >= 0 ? static_cast<size_t>(mCfg.workspaceBytes) : need;
     char msg[kErrLen] = {0};
-    int32_t const rc = fusedops_plan_run(mPlan->plan, inputs, mCfg.numInputs(), outputs[0], workspace, wsBytes,
+    int32_t const rc = fusedops_plan_run(mPlan->plan, nodeInputs, mCfg.numInputs(), outputs[0], workspace, wsBytes,
                                          reinterpret_cast<fusedops_stream_t>(stream), msg, sizeof msg);
     if (rc != FUSEDOPS_OK) {
       fail("enqueue", std::string(msg[0] ? msg : "kernel launch failed") + " (status " + std::to_string(rc) + ")");
@@ -438,8 +403,12 @@ IPluginV3* FusedOpCreator::createPlugin(nvinfer1::AsciiChar const* /*name*/, Plu
       logError(err);
       return nullptr;
     }
-    if (mKind == OpKind::kGroupNormAct) return new GroupNormActPlugin(std::move(cfg));
-    return new GemmGroupNormActPlugin(std::move(cfg));
+    switch (mKind) {
+      case OpKind::kGroupNormAct: return new GroupNormActPlugin(std::move(cfg));
+      case OpKind::kGemmGroupNormAct: return new GemmGroupNormActPlugin(std::move(cfg));
+      case OpKind::kConvTransposeGroupNormAct: return new ConvTransposeGroupNormActPlugin(std::move(cfg));
+    }
+    return nullptr;
   } catch (std::exception const& e) {
     logError(std::string(opName(mKind)) + "::createPlugin: " + e.what());
     return nullptr;

@@ -1,7 +1,8 @@
-// The fusedops IPluginV3 plugins: GroupNormAct and GemmGroupNormAct (names = ONNX op types, namespace "fusedops",
-// version "1"). Both are thin adapters over the C ABI (fusedops/fusedops.h): output shape expressions and format
-// negotiation here; attribute parsing, the shape rules, plans and all arithmetic in the kernel library. A plan is
-// made at onShapeChange (per execution context and shape) and only run at enqueue. See README.md beside this file.
+// The fusedops IPluginV3 plugins: GroupNormAct, GemmGroupNormAct and ConvTransposeGroupNormAct (names = ONNX op
+// types, namespace "fusedops", version "1"). All are thin adapters over the C ABI (fusedops/fusedops.h): output shape
+// expressions and format negotiation here; attribute parsing, the shape rules, plans and all arithmetic in the kernel
+// library. A plan is made at onShapeChange (per execution context and shape) and only run at enqueue. See README.md
+// beside this file.
 #ifndef FUSEDOPS_TRT_FUSED_OP_PLUGIN_H_
 #define FUSEDOPS_TRT_FUSED_OP_PLUGIN_H_
 
@@ -13,10 +14,10 @@
 
 namespace fusedops::trt {
 
-// One descriptor type for both ops (GroupNormAct uses d.gn only).
+// One descriptor type for every op (GroupNormAct uses d.gn only).
 using RunDesc = fusedops_op_desc;
 
-// A plan of the kernel library and the tensor descriptions (inputs, then the output) it was made for.
+// A plan of the kernel library and the tensor descriptions (TensorRT's inputs, then the output) it was made for.
 struct PlanHolder {
   fusedops_plan* plan = nullptr;
   std::vector<nvinfer1::PluginTensorDesc> descs;
@@ -70,31 +71,52 @@ class FusedOpPlugin : public nvinfer1::IPluginV3,
   nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
 
  protected:
-  // Number of leading inputs that carry X's data type (GroupNormAct: X; GemmGroupNormAct: X, W). The rest are
-  // parameters (float32 or X's type, all one type).
+  // Number of leading inputs that carry X's data type (GroupNormAct: X; the others: X, W). The rest are parameters
+  // (float32 or X's type, all one type).
   virtual int32_t numDataTypedInputs() const noexcept = 0;
+  // The name of input `index` in node order (the C ABI's: B counted even where TensorRT's inputs lack it).
   virtual std::string inputName(int32_t index) const = 0;
   // Output shape expressions (the library's shape rules have already accepted what is constant).
   virtual void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
                            nvinfer1::IExprBuilder& builder) const = 0;
 
+  // TensorRT's input count against the node's: every input, or (ConvTransposeGroupNormAct) all but an absent B; a
+  // known biasInput must agree.
   bool checkCounts(int32_t nbInputs, int32_t nbOutputs, std::string& err) const;
-  // dims of every input + dtypes → the library's checked descriptor (fusedops_describe); false with its message.
-  // dims may hold -1 (unknown) while building; `outputVolume` then is -1.
-  bool checkedDesc(nvinfer1::Dims const* dims, nvinfer1::DataType xType, nvinfer1::DataType paramType,
-                   RunDesc& desc, std::string& err, int64_t* outputVolume = nullptr) const;
+  bool countOk(int32_t nbInputs) const noexcept;
+  bool biasGiven(int32_t nbInputs) const noexcept { return !mCfg.optionalBias() || nbInputs == mCfg.numInputs(); }
+  // TensorRT's input `given` → its index in node order.
+  int32_t nodeIndex(int32_t given, int32_t nbInputs) const noexcept {
+    return given >= 2 && !biasGiven(nbInputs) ? given + 1 : given;
+  }
+  std::string givenName(int32_t given, int32_t nbInputs) const { return inputName(nodeIndex(given, nbInputs)); }
+  // The input count enqueue runs with (it is told none): -1 while biasInput is unknown.
+  int32_t runtimeInputCount() const noexcept {
+    return !mCfg.optionalBias() ? mCfg.numInputs() : mCfg.biasInput < 0 ? -1 : mCfg.numInputs() - 1 + mCfg.biasInput;
+  }
+  void rememberInputCount(int32_t nbInputs) noexcept {
+    if (mCfg.optionalBias()) mCfg.biasInput = biasGiven(nbInputs) ? 1 : 0;
+  }
+  // dims of TensorRT's nbInputs inputs + dtypes → the library's checked descriptor (fusedops_describe, node order,
+  // an absent B as unknown); false with its message. dims may hold -1 (unknown) while building; `outputVolume`
+  // then is -1.
+  bool checkedDesc(nvinfer1::Dims const* dims, int32_t nbInputs, nvinfer1::DataType xType,
+                   nvinfer1::DataType paramType, RunDesc& desc, std::string& err,
+                   int64_t* outputVolume = nullptr) const;
   void fail(std::string const& where, std::string const& err) const noexcept;
   // Largest kernel workspace need over the shapes of the profile's [min, max] ranges. The need is not monotone in
-  // the batch (the kernels split small problems into more blocks), so the ends of the range are not enough.
+  // the batch (the kernels split small problems into more blocks), so the ends of the range are not enough
+  // (plugin_workspace.cpp).
   size_t profileWorkspace(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs) const;
   // onShapeChange / enqueue descriptions → checked descriptor: types and formats as negotiated, the output's size,
   // and a workspace need within what TensorRT reserved.
-  bool runtimeDesc(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out, RunDesc& desc,
-                   std::string& err) const;
+  bool runtimeDesc(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+                   RunDesc& desc, std::string& err) const;
 
   // The plan for these tensor descriptions: the current one when dims, types and formats all match, else a new one
   // made after the full checks (onShapeChange makes it; enqueue only runs it).
-  bool planFor(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out, std::string& err);
+  bool planFor(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+               std::string& err);
 
   OpConfig mCfg;
   SerializedFields mSerialized;
@@ -114,6 +136,18 @@ class GroupNormActPlugin final : public FusedOpPlugin {
 };
 
 class GemmGroupNormActPlugin final : public FusedOpPlugin {
+ public:
+  using FusedOpPlugin::FusedOpPlugin;
+  nvinfer1::IPluginV3* clone() noexcept override;
+
+ protected:
+  int32_t numDataTypedInputs() const noexcept override { return 2; }
+  std::string inputName(int32_t index) const override;
+  void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
+                   nvinfer1::IExprBuilder& builder) const override;
+};
+
+class ConvTransposeGroupNormActPlugin final : public FusedOpPlugin {
  public:
   using FusedOpPlugin::FusedOpPlugin;
   nvinfer1::IPluginV3* clone() noexcept override;

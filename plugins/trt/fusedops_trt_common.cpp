@@ -49,7 +49,12 @@ void logMessage(ILogger::Severity severity, std::string const& message) noexcept
 }
 
 char const* opName(OpKind kind) noexcept {
-  return kind == OpKind::kGroupNormAct ? "GroupNormAct" : "GemmGroupNormAct";
+  switch (kind) {
+    case OpKind::kGroupNormAct: return "GroupNormAct";
+    case OpKind::kGemmGroupNormAct: return "GemmGroupNormAct";
+    case OpKind::kConvTransposeGroupNormAct: return "ConvTransposeGroupNormAct";
+  }
+  return "?";
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -58,6 +63,7 @@ char const* opName(OpKind kind) noexcept {
 namespace {
 
 constexpr int32_t kMaxStringField = 4096;  // a chain of FUSEDOPS_MAX_STEPS steps is far shorter; guards corrupt lengths
+constexpr int32_t kMaxIntsField = 64;      // ConvTranspose's lists hold 1-4 values (the library names a wrong count)
 
 char const* fieldTypeName(PluginFieldType t) {
   switch (t) {
@@ -93,6 +99,37 @@ bool readInt(PluginField const& f, int64_t& out, std::string& err) {
       err = std::string("field '") + f.name + "' must be an integer (INT32), got type " + fieldTypeName(f.type);
       return false;
   }
+}
+
+// An INTS attribute (the ONNX parser passes INT32; serialised engines INT64); length 0 is the empty list.
+bool readInts(PluginField const& f, std::vector<int64_t>& out, std::string& err) {
+  size_t size = 0;
+  switch (f.type) {
+    case PluginFieldType::kINT32: size = 4; break;
+    case PluginFieldType::kINT64: size = 8; break;
+    case PluginFieldType::kINT16: size = 2; break;
+    case PluginFieldType::kINT8: size = 1; break;
+    default:
+      err = std::string("field '") + f.name + "' must be a list of integers (INT32), got type " + fieldTypeName(f.type);
+      return false;
+  }
+  if (f.length < 0 || f.length > kMaxIntsField) {
+    err = std::string("field '") + f.name + "' has an invalid list length " + std::to_string(f.length);
+    return false;
+  }
+  if (f.length > 0 && f.data == nullptr) {
+    err = std::string("field '") + f.name + "' has no data";
+    return false;
+  }
+  out.clear();
+  auto const* p = static_cast<unsigned char const*>(f.data);
+  for (int32_t i = 0; i < f.length; ++i, p += size) {
+    if (size == 8) { int64_t v; std::memcpy(&v, p, 8); out.push_back(v); }
+    else if (size == 4) { int32_t v; std::memcpy(&v, p, 4); out.push_back(v); }
+    else if (size == 2) { int16_t v; std::memcpy(&v, p, 2); out.push_back(v); }
+    else { int8_t v; std::memcpy(&v, p, 1); out.push_back(v); }
+  }
+  return true;
 }
 
 bool readFloat(PluginField const& f, double& out, std::string& err) {
@@ -138,8 +175,10 @@ struct SpecField {
   char const* name;
   PluginFieldType type;
   bool plugin;  // role PLUGIN: TensorRT's plugin selection, no meaning for the kernels
+  bool list;    // INTS
 };
 constexpr PluginFieldType kFieldINT = PluginFieldType::kINT32;
+constexpr PluginFieldType kFieldINTS = PluginFieldType::kINT32;
 constexpr PluginFieldType kFieldFLOAT = PluginFieldType::kFLOAT32;
 constexpr PluginFieldType kFieldSTRING = PluginFieldType::kCHAR;
 constexpr bool kRoleKERNEL = false;
@@ -147,9 +186,12 @@ constexpr bool kRolePLUGIN = true;
 
 std::vector<SpecField> specFields(OpKind kind) {
   std::vector<SpecField> out;
-#define FUSEDOPS_TRT_FIELD(NAME, TYPE, ROLE, REQUIRED, FIXED, DEFAULT) out.push_back({#NAME, kField##TYPE, kRole##ROLE});
+#define FUSEDOPS_TRT_FIELD(NAME, TYPE, ROLE, REQUIRED, FIXED, DEFAULT) \
+  out.push_back({#NAME, kField##TYPE, kRole##ROLE, std::strcmp(#TYPE, "INTS") == 0});
   if (kind == OpKind::kGemmGroupNormAct) {
     FUSEDOPS_GEMM_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_TRT_FIELD)
+  } else if (kind == OpKind::kConvTransposeGroupNormAct) {
+    FUSEDOPS_CONVTRANSPOSE_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_TRT_FIELD)
   } else {
     FUSEDOPS_GROUPNORM_ACT_ATTRIBUTES(FUSEDOPS_TRT_FIELD)
   }
@@ -172,6 +214,7 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
     cfg.kind = kind;
     std::string const op = opName(kind);
     bool const gemm = kind == OpKind::kGemmGroupNormAct;
+    bool const convt = kind == OpKind::kConvTransposeGroupNormAct;
     if (fc == nullptr) {
       err = op + ": no field collection";
       return false;
@@ -195,7 +238,8 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
       }
       int64_t iv = 0;
       double fv = 0.0;
-      if (!isSpecField(kind, name) && name != "workspace_bytes") {  // workspace_bytes: ours, set by configurePlugin
+      // workspace_bytes and has_bias: ours, set by configurePlugin (never from the ONNX parser)
+      if (!isSpecField(kind, name) && name != "workspace_bytes" && !(convt && name == "has_bias")) {
         err = "unknown field '" + name + "'";
         break;
       }
@@ -225,6 +269,22 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
           break;
         }
         (name == "trans_b" ? cfg.transB : cfg.allowTf32) = static_cast<int32_t>(iv);
+      } else if (name == "kernel_shape" || name == "strides" || name == "pads" || name == "output_padding" ||
+                 name == "dilations") {
+        ConvFields& c = cfg.conv;
+        if (!readInts(f, name == "kernel_shape" ? c.kernelShape : name == "strides" ? c.strides
+                         : name == "pads" ? c.pads : name == "output_padding" ? c.outputPadding : c.dilations,
+                      err))
+          break;
+      } else if (name == "group") {
+        if (!readInt(f, cfg.conv.group, err)) break;  // its range: the library's check names 'group'
+      } else if (name == "has_bias") {
+        if (!readInt(f, iv, err)) break;
+        if (iv != 0 && iv != 1) {
+          err = "has_bias must be 0 or 1, got " + std::to_string(iv);
+          break;
+        }
+        cfg.biasInput = static_cast<int32_t>(iv);
       } else if (name == "workspace_bytes") {
         if (!readInt(f, iv, err)) break;
         if (iv < 0) {
@@ -246,7 +306,8 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
     }
     // The kernel library parses and validates the values (the same rules every adapter applies).
     fusedops_attributes a{};
-    a.op = gemm ? FUSEDOPS_OP_GEMM_GROUPNORM_ACT : FUSEDOPS_OP_GROUPNORM_ACT;
+    a.op = gemm ? FUSEDOPS_OP_GEMM_GROUPNORM_ACT : convt ? FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT
+                                                         : FUSEDOPS_OP_GROUPNORM_ACT;
     a.num_groups = cfg.numGroups;
     a.epsilon = cfg.epsilon;
     a.pre = cfg.preText.c_str();
@@ -254,6 +315,12 @@ bool parseFields(OpKind kind, PluginFieldCollection const* fc, OpConfig& out, st
     a.reduce = cfg.reduceText.c_str();
     a.trans_b = cfg.transB;
     a.allow_tf32 = cfg.allowTf32;
+    ConvFields const& c = cfg.conv;
+    auto const count = [](std::vector<int64_t> const& v) { return static_cast<int32_t>(v.size()); };
+    fusedops_conv_attributes conv{c.kernelShape.data(), count(c.kernelShape), c.strides.data(), count(c.strides),
+                                  c.pads.data(), count(c.pads), c.outputPadding.data(), count(c.outputPadding),
+                                  c.dilations.data(), count(c.dilations), c.group};
+    if (convt) a.conv = &conv;
     char msg[1024] = {0};
     if (fusedops_parse_attributes(&a, &cfg.tmpl, msg, sizeof msg) != FUSEDOPS_OK) {
       err = msg;  // begins with the op's name
@@ -277,7 +344,8 @@ std::vector<PluginField> advertisedFields(OpKind kind) {
   std::vector<PluginField> f;
   for (bool const plugin : {false, true}) {
     for (SpecField const& s : specFields(kind))
-      if (s.plugin == plugin) f.emplace_back(s.name, nullptr, s.type, s.type == PluginFieldType::kCHAR ? 0 : 1);
+      if (s.plugin == plugin)
+        f.emplace_back(s.name, nullptr, s.type, s.type == PluginFieldType::kCHAR || s.list ? 0 : 1);
   }
   return f;
 }
@@ -293,9 +361,18 @@ PluginFieldCollection const* SerializedFields::build(OpConfig const& cfg) {
                        static_cast<int32_t>(mCfg.postText.size()));
   mFields.emplace_back("reduce", mCfg.reduceText.c_str(), PluginFieldType::kCHAR,
                        static_cast<int32_t>(mCfg.reduceText.size()));
-  if (mCfg.kind == OpKind::kGemmGroupNormAct) {
-    mFields.emplace_back("trans_b", &mCfg.transB, PluginFieldType::kINT32, 1);
+  if (mCfg.kind == OpKind::kGemmGroupNormAct) mFields.emplace_back("trans_b", &mCfg.transB, PluginFieldType::kINT32, 1);
+  if (mCfg.kind != OpKind::kGroupNormAct)
     mFields.emplace_back("allow_tf32", &mCfg.allowTf32, PluginFieldType::kINT32, 1);
+  if (mCfg.kind == OpKind::kConvTransposeGroupNormAct) {
+    ConvFields const& c = mCfg.conv;
+    // Lists as given (INT64 keeps every value exact); an empty one is left out, which means the same default.
+    for (auto const& [name, v] : {std::pair<char const*, std::vector<int64_t> const*>{"kernel_shape", &c.kernelShape},
+                                  {"strides", &c.strides}, {"pads", &c.pads}, {"output_padding", &c.outputPadding},
+                                  {"dilations", &c.dilations}})
+      if (!v->empty()) mFields.emplace_back(name, v->data(), PluginFieldType::kINT64, static_cast<int32_t>(v->size()));
+    mFields.emplace_back("group", &c.group, PluginFieldType::kINT64, 1);
+    if (mCfg.biasInput >= 0) mFields.emplace_back("has_bias", &mCfg.biasInput, PluginFieldType::kINT32, 1);
   }
   if (mCfg.workspaceBytes >= 0)
     mFields.emplace_back("workspace_bytes", &mCfg.workspaceBytes, PluginFieldType::kINT64, 1);

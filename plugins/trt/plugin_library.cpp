@@ -15,7 +15,8 @@
 //   c. libnvinfer.so.<major of the headers> loaded by soname (LD_PRELOAD: the library initialises before any
 //      TensorRT is loaded; the backend later gets this same instance, as its soname is already loaded).
 // With none found (no TensorRT in the process, e.g. the headers-only harness without its stub registry) nothing is
-// registered and nothing is logged. FUSEDOPS_TRT_AUTO_REGISTER=0 turns the load-time registration off.
+// registered and nothing is logged. Every creator of creators() is registered (GroupNormAct, GemmGroupNormAct,
+// ConvTransposeGroupNormAct). FUSEDOPS_TRT_AUTO_REGISTER=0 turns the load-time registration off.
 //
 // Path 1 after a load-time registration would find our creators already registered and fail ("already registered"),
 // so getCreators first deregisters what the load registered and hands the creators to the caller to register.
@@ -45,17 +46,22 @@ namespace {
 
 using GetPluginRegistryFn = nvinfer1::IPluginRegistry* (*)();
 
+constexpr int32_t kNumCreators = 3;
+
 nvinfer1::IPluginCreatorInterface* const* creators(int32_t& count) {
   static FusedOpCreator sGroupNormAct(OpKind::kGroupNormAct);
   static FusedOpCreator sGemmGroupNormAct(OpKind::kGemmGroupNormAct);
-  static nvinfer1::IPluginCreatorInterface* const kCreators[] = {&sGroupNormAct, &sGemmGroupNormAct};
-  count = static_cast<int32_t>(sizeof(kCreators) / sizeof(kCreators[0]));
+  static FusedOpCreator sConvTransposeGroupNormAct(OpKind::kConvTransposeGroupNormAct);
+  static nvinfer1::IPluginCreatorInterface* const kCreators[] = {&sGroupNormAct, &sGemmGroupNormAct,
+                                                                 &sConvTransposeGroupNormAct};
+  static_assert(sizeof(kCreators) / sizeof(kCreators[0]) == kNumCreators, "gRegisteredAtLoad has one flag each");
+  count = kNumCreators;
   return kCreators;
 }
 
 std::mutex gMutex;
 nvinfer1::IPluginRegistry* gLoadRegistry = nullptr;  // the registry the load-time registration used, if any
-bool gRegisteredAtLoad[2] = {false, false};
+bool gRegisteredAtLoad[kNumCreators] = {};
 
 GetPluginRegistryFn fromLibrary(char const* soname, int flags) {
   void* handle = dlopen(soname, flags);
@@ -109,9 +115,10 @@ extern "C" FUSEDOPS_TRT_EXPORT nvinfer1::IPluginCreatorInterface* const* getCrea
   nvinfer1::IPluginCreatorInterface* const* list = creators(nbCreators);
   std::lock_guard<std::mutex> lock(gMutex);
   if (gLoadRegistry != nullptr) {  // the caller registers these itself (loadLibrary): hand them over
-    for (int32_t i = 0; i < nbCreators; ++i)
+    for (int32_t i = 0; i < nbCreators; ++i) {
       if (gRegisteredAtLoad[i]) gLoadRegistry->deregisterCreator(*list[i]);
-    gRegisteredAtLoad[0] = gRegisteredAtLoad[1] = false;
+      gRegisteredAtLoad[i] = false;
+    }
     gLoadRegistry = nullptr;
   }
   return list;
