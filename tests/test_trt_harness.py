@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from fusedops import catalog
+from fusedops.convtranspose import ConvAttrs
 from fusedops.errors import FusedopsError
 from trt_harness import driver as H
 
@@ -58,6 +59,19 @@ def _gemm_case(x_shape, C, groups=4, pre="", post="", reduce="", trans_b=1, dtyp
                          dynamic=dynamic, **kw), attrs, w_shape
 
 
+def _convt_case(x_shape, w_shape, groups=4, bias=True, pre="gelu", post="", reduce="", dtype=torch.float32,
+                param_dtype=torch.float32, dynamic="batch", extras=0, more_fields=(), **conv):
+    """ConvTransposeGroupNormAct; bias=False leaves B out (TensorRT's inputs are then X, W, gamma, beta, extras)."""
+    attrs = catalog.FusedAttrs(num_groups=groups, pre=catalog.parse_chain(pre), post=catalog.parse_chain(post),
+                               reduce=reduce, conv=ConvAttrs(**conv))
+    C = w_shape[1] * attrs.conv.group
+    params = ["B"] * bias + ["gamma", "beta"] + [f"extra_{k}" for k in range(extras)]
+    inputs = [H.HarnessInput("X", tuple(x_shape), dtype), H.HarnessInput("W", tuple(w_shape), dtype)]
+    inputs += [H.HarnessInput(n, (C,), param_dtype) for n in params]
+    op = "ConvTransposeGroupNormAct"
+    return H.HarnessCase(op, H.fields_from_attrs(op, attrs) + list(more_fields), inputs, dynamic=dynamic), attrs
+
+
 ALL_STAGES = ["load", "creator", "create", "output_shapes", "output_types", "formats", "configure", "workspace",
               "serialize", "create_runtime", "attach", "shape_change"]
 
@@ -81,9 +95,8 @@ def test_creators_and_fields(build):
     import json
 
     creators = {c["name"]: c for c in json.loads(out.stdout)["creators"]}
-    # the ops the spec lists for the TensorRT adapter (ConvTransposeGroupNormAct is not registered there yet)
-    assert set(creators) == set(catalog.ops_registered_by("tensorrt"))
-    for name in catalog.ops_registered_by("tensorrt"):
+    assert set(creators) == set(H.PLUGIN_OPS)  # the spec's TensorRT ops and ConvTransposeGroupNormAct (driver.py)
+    for name in H.PLUGIN_OPS:
         spec = catalog.OPS[name]
         c = creators[name]
         assert (c["kind"], c["namespace"], c["version"]) == ("PLUGIN CREATOR_V3ONE", catalog.PLUGIN_NAMESPACE,
@@ -146,6 +159,55 @@ def test_model_cases_walk(build, tmp_path, key, size):
     assert r.stages == ALL_STAGES
 
 
+CONVT_SHAPES = [  # X, W, conv attributes, dynamic dims of X, reduce
+    ((3, 16, 9, 11), (16, 24, 3, 3), dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1)), "batch", ""),
+    ((2, 12, 7, 9), (12, 10, 3, 3), dict(group=2, dilations=(2, 1), pads=(2, 0, 1, 1)), "all", ""),
+    ((3, 20, 15), (20, 40, 5), dict(strides=(2,), pads=(2, 2), output_padding=(1,)), "none", ""),
+    ((1, 8, 5, 7), (8, 16, 2, 2), dict(strides=(3, 2), kernel_shape=(2, 2)), "all", "logsumexp"),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,conv,dynamic,reduce", CONVT_SHAPES)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.float32, torch.float32), (torch.float16, torch.float32),
+                                               (torch.bfloat16, torch.bfloat16)])
+def test_convtranspose_group_norm_act_walk(build, tmp_path, x_shape, w_shape, conv, dynamic, reduce, bias, dtype,
+                                           param_dtype):
+    case, attrs = _convt_case(x_shape, w_shape, groups=4, bias=bias, post="mul(@0);mish", reduce=reduce, dtype=dtype,
+                              param_dtype=param_dtype, dynamic=dynamic, extras=1, **conv)
+    r = H.run_case(build, case, tmp_path)
+    assert r.ok, r.report
+    assert r.stages == ALL_STAGES and r.report["plugin_errors"] == []
+    assert tuple(r.report["output_shape"]) == catalog.output_shape(case.op, x_shape, attrs, w_shape)
+    assert r.report["output_dtype"] == H.DTYPE_CODES[dtype]
+    exprs = r.report["output_shape_exprs"]
+    assert exprs[0] == ("X.0" if dynamic != "none" else str(x_shape[0]))
+    assert all("X." in e for e in exprs[2:]) == (dynamic == "all")  # spatial sizes symbolic where X's are
+    assert exprs[1] == ("1" if reduce else str(w_shape[1] * attrs.conv.group))
+    assert _serialized_int(r.report, "has_bias") == int(bias)
+
+
+@pytest.mark.parametrize("size", ["small", "bench"])
+def test_model4_as_one_convtranspose_node_walk(build, tmp_path, size):
+    case, _, _ = H.model_case("convtranspose2d_gelu_groupnorm", size, shapes_only=True, fuse_conv=True)
+    r = H.run_case(build, case, tmp_path)
+    assert r.ok, r.report
+    x, w = case.inputs[0].shape, case.inputs[1].shape
+    assert tuple(r.report["output_shape"]) == (x[0], w[1], x[2] + 2, x[3] + 2)  # kernel 3, stride 1, no pads
+
+
+def test_convtranspose_list_fields_take_onnx_defaults_and_any_integer_type(build, tmp_path):
+    case, _ = _convt_case((2, 8, 5, 6), (8, 8, 3, 3), groups=2)
+    case.fields = ["num_groups:i32:2", "strides:i64s:2,1", "pads:i16s:", "dilations:i8s:1,1"]  # pads: empty = 0
+    r = H.run_case(build, case, tmp_path)
+    assert r.ok, r.report
+    assert tuple(r.report["output_shape"]) == (2, 8, 11, 8)
+
+
+def _convt_bad(**kw):
+    return _convt_case((2, 8, 5, 5), (8, 8, 3, 3), **{"strides": (2, 2), **kw})[0]
+
+
 REJECTIONS = {
     # name: (case builder, stage where the plugin must refuse)
     "num_groups_float": (lambda: _gn_case((2, 6))[0], "num_groups:f32:3", "create"),
@@ -165,6 +227,19 @@ REJECTIONS = {
     "allow_tf32_i64_three": (lambda: _gemm_case((4, 8), 8)[0], "allow_tf32:i64:3", "create"),
     "workspace_bytes_negative": (lambda: _gn_case((2, 6))[0], "workspace_bytes:i64:-1", "create"),
     "workspace_bytes_float": (lambda: _gn_case((2, 6))[0], "workspace_bytes:f32:1", "create"),
+    "strides_float": (_convt_bad, "strides:f32s:1,1", "create"),
+    "strides_three_values": (_convt_bad, "strides:i32s:1,1,1", "create"),
+    "pads_odd_count": (_convt_bad, "pads:i32s:1,1,1", "create"),
+    "kernel_shape_other_rank": (_convt_bad, "kernel_shape:i32s:3", "create"),
+    "dilations_zero": (_convt_bad, "dilations:i32s:0,1", "create"),
+    "output_padding_not_below_stride": (_convt_bad, "output_padding:i32s:2,2", "create"),
+    "ints_absurd_length": (_convt_bad, "strides:i32s@100:1,1", "create"),
+    "group_zero": (_convt_bad, "group:i32:0", "create"),
+    "group_list": (_convt_bad, "group:i32s:1,1", "create"),
+    "has_bias_two": (_convt_bad, "has_bias:i32:2", "create"),
+    "has_bias_on_gemm": (lambda: _gemm_case((4, 8), 8)[0], "has_bias:i32:1", "create"),
+    "trans_b_on_convt": (_convt_bad, "trans_b:i32:1", "create"),
+    "allow_tf32_two_on_convt": (_convt_bad, "allow_tf32:i32:2", "create"),
 }
 
 
@@ -222,6 +297,18 @@ BAD_SHAPES = [
     ("gn_rank_one", lambda: _gn_case((6,), groups=3)[0], "output_shapes"),
     ("gemm_C_not_divisible", lambda: _gemm_case((4, 8), 10, groups=4)[0], "output_shapes"),
     ("gemm_w_rank3", lambda: _bad_w_rank(), "output_shapes"),
+    ("convt_x_rank5", lambda: _convt_case((2, 8, 3, 3, 3), (8, 8, 3, 3, 3))[0], "output_shapes"),
+    ("convt_cin_mismatch", lambda: _convt_case((2, 8, 5, 5), (6, 8, 3, 3))[0], "output_shapes"),
+    ("convt_C_not_divisible", lambda: _convt_case((2, 8, 5, 5), (8, 10, 3, 3), groups=4)[0], "output_shapes"),
+    ("convt_group_not_dividing_cin", lambda: _convt_case((2, 8, 5, 5), (8, 4, 3, 3), group=3)[0], "output_shapes"),
+    ("convt_output_below_one", lambda: _convt_case((2, 8, 1, 1), (8, 8, 3, 3), pads=(3,) * 4)[0], "output_shapes"),
+    ("convt_kernel_shape_vs_W", lambda: _convt_case((2, 8, 5, 5), (8, 8, 3, 3), kernel_shape=(2, 2))[0],
+     "output_shapes"),
+    # 4 inputs where @0 needs 6 (5 without B); and 4 beside has_bias = 1 (configurePlugin's field fixes the count)
+    ("convt_too_few_inputs", lambda: _convt_case((2, 8, 5, 5), (8, 8, 3, 3), bias=False, post="mul(@0)")[0],
+     "output_shapes"),
+    ("convt_has_bias_vs_inputs", lambda: _convt_case((2, 8, 5, 5), (8, 8, 3, 3), bias=False,
+                                                     more_fields=["has_bias:i32:1"])[0], "output_shapes"),
 ]
 
 
@@ -292,6 +379,7 @@ WORKSPACE_PROFILES = [
     (lambda: _gn_case((8, 64, 4096), groups=32, reduce="mean")[0], (3, 8, 40)),
     (lambda: _gn_case((16, 64, 64, 64), groups=32, dynamic="all")[0], (1, 16, 100)),
     (lambda: _gemm_case((64, 8192), 64, groups=4, pre="mish")[0], (1, 64, 300)),
+    (lambda: _convt_case((8, 64, 62, 62), (64, 64, 3, 3), groups=32, bias=False)[0], (1, 8, 40)),
 ]
 
 
@@ -345,6 +433,12 @@ RUNTIME_REJECTIONS = {
         lambda: _gn_case((2, 6, 4))[0], {"Y": (torch.float32, (2, 6, 3))}, "shape_change", "Y has shape"),
     "output_wrong_type": (
         lambda: _gn_case((2, 6, 4))[0], {"Y": (torch.float16, (2, 6, 4))}, "shape_change", "Y is float16"),
+    "convt_cin_mismatch_at_runtime": (
+        lambda: _convt_case((3, 8, 5, 5), (8, 8, 3, 3), bias=False, dynamic="all")[0],
+        {"X": (torch.float32, (3, 6, 5, 5))}, "shape_change", "input channels"),
+    "convt_output_wrong_size": (
+        lambda: _convt_case((3, 8, 5, 5), (8, 8, 3, 3))[0], {"Y": (torch.float32, (3, 8, 6, 6))}, "shape_change",
+        "Y has shape"),
 }
 
 
@@ -388,3 +482,17 @@ def test_enqueue_with_good_descriptions_reaches_the_kernels(build, wsmodel, tmp_
     r = H.run_case(build, case, tmp_path, plugin=wsmodel)
     assert r.ok, r.report
     assert any("no CUDA kernels" in e for e in r.report["plugin_errors"]), r.report["plugin_errors"]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_convtranspose_enqueue_maps_inputs_with_and_without_B(build, wsmodel, tmp_path, bias):
+    """The runtime plugin (from the serialised fields) knows its input count at enqueue; a good call reaches the
+    stand-in kernels, and a bad gamma is named as gamma whether or not B sits before it."""
+    case = _convt_case((2, 8, 5, 5), (8, 8, 3, 3), bias=bias, post="mul(@0)", extras=1)[0]
+    case.fake_buffers, case.expect_fail = True, "enqueue"
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok and any("no CUDA kernels" in e for e in r.report["plugin_errors"]), r.report
+    assert _serialized_int(r.report, "has_bias") == int(bias)
+    case.enqueue_only = {"gamma": (torch.float16, (8,))}
+    r = H.run_case(build, case, tmp_path, plugin=wsmodel)
+    assert r.ok and any("enqueue" in e and "gamma is float16" in e for e in r.report["plugin_errors"]), r.report

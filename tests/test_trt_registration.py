@@ -14,12 +14,11 @@ import subprocess
 
 import pytest
 
-from fusedops import catalog
 from fusedops.errors import FusedopsError
 from trt_harness import driver as H
 
-# The ops the spec lists for the TensorRT adapter (ConvTransposeGroupNormAct: not registered there yet)
-CREATORS = [f"fusedops::{name}/1" for name in catalog.ops_registered_by("tensorrt")]
+# The ops the library registers: the spec's TensorRT ops and ConvTransposeGroupNormAct (H.PLUGIN_OPS says why)
+CREATORS = [f"fusedops::{name}/1" for name in H.PLUGIN_OPS]
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,13 @@ from pathlib import Path
 import torch
 
 from fusedops import catalog
+from fusedops.convtranspose import ConvAttrs
 from fusedops.errors import FusedopsError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The ops libfusedops_trt registers. The op spec (fusedops/spec/ops.toml) lists ConvTransposeGroupNormAct's adapters
+# as "ort" only until its `adapters` gains "tensorrt" (a spec change for its owners), so it is added here.
+PLUGIN_OPS = tuple(dict.fromkeys(catalog.ops_registered_by("tensorrt") + (catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name,)))
 DTYPE_CODES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32"}
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 
@@ -85,11 +89,13 @@ def _run(cmd: list[str], what: str) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 def fields_from_attrs(op: str, attrs: catalog.FusedAttrs) -> list[str]:
-    """The plugin fields exactly as TensorRT's ONNX parser passes the node's attributes: INT → INT32, FLOAT →
-    FLOAT32, STRING → CHAR bytes without a NUL. Returned as harness ``--field`` arguments."""
+    """The plugin fields exactly as TensorRT's ONNX parser passes the node's attributes: INT → INT32, INTS → INT32
+    list, FLOAT → FLOAT32, STRING → CHAR bytes without a NUL. Returned as harness ``--field`` arguments."""
     out = []
     for name, value in attrs.onnx_attrs(op).items():
-        if isinstance(value, bool) or isinstance(value, int):
+        if isinstance(value, (list, tuple)):
+            out.append(f"{name}:i32s:{','.join(str(int(v)) for v in value)}")
+        elif isinstance(value, bool) or isinstance(value, int):
             out.append(f"{name}:i32:{int(value)}")
         elif isinstance(value, float):
             out.append(f"{name}:f32:{value!r}")
@@ -202,11 +208,14 @@ def _write_raw(t: torch.Tensor, path: Path) -> None:
 
 
 def model_case(key: str, size: str = "small", batch: int | None = None, dtype: torch.dtype = torch.float32,
-               seed: int = 0, allow_tf32: int = 1, device: str = "cpu", shapes_only: bool = False):
+               seed: int = 0, allow_tf32: int = 1, device: str = "cpu", shapes_only: bool = False,
+               fuse_conv: bool = False):
     """The fused-op case inside reference model ``key`` with its weights and a fresh input: returns
     (HarnessCase, finish, eager) where ``finish(op_output)`` applies what the model does after the fused op and
     ``eager`` is the reference model's own output (float32, on ``device``; inputs are written from the CPU).
-    ``shapes_only``: no forward pass (eager is None; the inputs carry shapes, and data only where it costs nothing)."""
+    ``shapes_only``: no forward pass (eager is None; the inputs carry shapes, and data only where it costs nothing).
+    ``fuse_conv`` (model 4): the whole model as one ConvTransposeGroupNormAct instead of GroupNormAct after
+    PyTorch's transposed convolution."""
     from fusedops.models import get_entry
 
     entry = get_entry(key)
@@ -243,6 +252,15 @@ def model_case(key: str, size: str = "small", batch: int | None = None, dtype: t
             tensors = [("X", x), ("W", model.gemm.weight), ("B", model.gemm.bias), ("gamma", gn.weight),
                        ("beta", gn.bias), ("extra_0", model.bias)]
             op, finish = "GemmGroupNormAct", (lambda y: y)
+        elif key == "convtranspose2d_gelu_groupnorm" and fuse_conv:
+            gn, ct = model.group_norm, model.conv_transpose
+            conv = ConvAttrs(strides=tuple(ct.stride), pads=tuple(ct.padding) * 2,
+                             output_padding=tuple(ct.output_padding), dilations=tuple(ct.dilation),
+                             group=ct.groups)
+            attrs = catalog.FusedAttrs(num_groups=gn.num_groups, epsilon=gn.eps, pre=catalog.parse_chain("gelu"),
+                                       allow_tf32=allow_tf32, conv=conv)
+            tensors = [("X", x), ("W", ct.weight), ("B", ct.bias), ("gamma", gn.weight), ("beta", gn.bias)]
+            op, finish = "ConvTransposeGroupNormAct", (lambda y: y)
         elif key == "convtranspose2d_gelu_groupnorm":
             gn = model.group_norm
             attrs = catalog.FusedAttrs(num_groups=gn.num_groups, epsilon=gn.eps, pre=catalog.parse_chain("gelu"))
