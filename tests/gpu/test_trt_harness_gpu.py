@@ -1,5 +1,8 @@
 """TensorRT plugins enqueued on the GPU through the headers-only harness, compared with eager PyTorch.
 
+ConvTransposeGroupNormAct (added 2026-11-27, not yet run on a GPU): model 4 as one node against the eager model
+(ConvTranspose2d + GELU + GroupNorm), and odd shapes with and without B against the catalog's float64 reference.
+
 The harness (tests/trt_harness) walks each plugin through TensorRT's calls and enqueues it on device buffers with
 the output NaN-poisoned; this file writes the inputs (the reference models' own weights and fresh uniform inputs, at
 benchmark and odd sizes), and compares the output with the model in eager PyTorch (TF32 tolerance 1e-2, the models'
@@ -19,6 +22,7 @@ import pytest
 import torch
 
 from fusedops import catalog
+from fusedops.convtranspose import ConvAttrs
 from fusedops.errors import FusedopsError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for the harness driver
@@ -84,6 +88,9 @@ def _reference(case: H.HarnessCase, attrs: catalog.FusedAttrs):
     extras = [t[k] for k in sorted(t) if k.startswith("extra_")]
     if case.op == "GroupNormAct":
         return catalog.group_norm_act_reference(t["X"], t["gamma"], t["beta"], extras, attrs)
+    if case.op == "ConvTransposeGroupNormAct":  # B may be absent
+        return catalog.convtranspose_group_norm_act_reference(t["X"], t["W"], t.get("B"), t["gamma"], t["beta"],
+                                                              extras, attrs)
     return catalog.gemm_group_norm_act_reference(t["X"], t["W"], t["B"], t["gamma"], t["beta"], extras, attrs)
 
 
@@ -193,3 +200,59 @@ def test_batch_inside_the_profile_enqueues_with_the_reserved_workspace(build, tm
     assert r.ok, (r.report, r.stderr[-2000:])
     ref = catalog.group_norm_act_reference(x.double(), params[0].double(), params[1].double(), [], attrs)
     torch.testing.assert_close(r.output.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("size,batch", [("small", None), ("small", 37), ("bench", 3), ("bench", None)])
+def test_model4_as_one_convtranspose_node_matches_eager(build, tmp_path, size, batch):
+    """Model 4 (ConvTranspose2d -> GELU -> GroupNorm) as one ConvTransposeGroupNormAct enqueue (TF32, as the eager
+    model's cuDNN convolution) against the eager model, the models' acceptance rule."""
+    if size == "bench" and batch is None:
+        batch = None if FULL_BENCH else 16
+    case, finish, eager = H.model_case("convtranspose2d_gelu_groupnorm", size, batch=batch, device="cuda", seed=1,
+                                       fuse_conv=True)
+    r = H.run_case(build, case, tmp_path, enqueue=True, iters=10 if size == "bench" else 0)
+    assert r.ok, (r.report, r.stderr[-2000:])
+    assert not torch.isnan(r.output).any(), "output left unwritten (NaN poison) or NaN produced"
+    got = finish(r.output.to(eager.device))
+    assert got.shape == eager.shape
+    _record(f"convtranspose_one_node/{size}/batch={batch or 'default'}", r, (got - eager).abs().max().item())
+    torch.testing.assert_close(got, eager, rtol=1e-2, atol=1e-2)
+
+
+CONVT_CASES = {  # X, W, num_groups, B given, ConvTranspose attributes, reduce
+    "stride2_pads_outpad": ((3, 16, 9, 11), (16, 24, 3, 3), 6, True,
+                            dict(strides=(2, 2), pads=(1, 1, 1, 1), output_padding=(1, 1)), ""),
+    "one_d_no_bias": ((3, 20, 40), (20, 40, 5), 8, False, dict(strides=(2,), pads=(2, 1), output_padding=(1,)), ""),
+    "groups2_dilation_mean": ((2, 12, 7, 9), (12, 10, 3, 3), 5, True,
+                              dict(group=2, dilations=(2, 2), pads=(2, 2, 2, 2)), "mean"),
+}
+# float32 strict (allow_tf32 = 0: 3xTF32, 2.6e-5 measured by tests/gpu/test_convt_gpu.py); 16-bit: Y and the
+# normalised intermediate rounded to 16 bits (that file's floors: 8e-3 / 6e-2 against 1.5x eager's error)
+CONVT_TOL = {torch.float32: 2e-4, torch.float16: 2e-2, torch.bfloat16: 8e-2}
+
+
+@pytest.mark.parametrize("dtype,param_dtype", [(torch.float32, torch.float32), (torch.float16, torch.float32),
+                                               (torch.bfloat16, torch.bfloat16)])
+@pytest.mark.parametrize("name", sorted(CONVT_CASES))
+def test_convtranspose_against_float64(build, tmp_path, name, dtype, param_dtype):
+    x_shape, w_shape, groups, bias, conv, reduce = CONVT_CASES[name]
+    g = torch.Generator().manual_seed(13)
+    attrs = catalog.FusedAttrs(num_groups=groups, pre=catalog.parse_chain("gelu"), reduce=reduce, allow_tf32=0,
+                               post=catalog.parse_chain("mul(@0);leaky_relu(0.1)"), conv=ConvAttrs(**conv))
+    C = w_shape[1] * attrs.conv.group
+    x = (torch.randn(*x_shape, generator=g) * 1.5 + 0.2).to(dtype)
+    w = (torch.randn(*w_shape, generator=g) / (w_shape[0] * w_shape[2]) ** 0.5).to(dtype)
+    params = {"B": torch.randn(C, generator=g) * 0.3, "gamma": torch.rand(C, generator=g) + 0.5,
+              "beta": torch.randn(C, generator=g) * 0.5, "extra_0": torch.randn(C, generator=g)}
+    inputs = [H.HarnessInput.of("X", x), H.HarnessInput.of("W", w)] + [
+        H.HarnessInput.of(n, t.to(param_dtype)) for n, t in params.items() if bias or n != "B"]
+    op = "ConvTransposeGroupNormAct"
+    case = H.HarnessCase(op, H.fields_from_attrs(op, attrs), inputs, dynamic="all")
+    r = H.run_case(build, case, tmp_path, enqueue=True)
+    assert r.ok, (r.report, r.stderr[-2000:])
+    got = r.output.double()
+    assert not torch.isnan(got).any(), "output left unwritten (NaN poison) or NaN produced"
+    ref = _reference(case, attrs)
+    assert got.shape == ref.shape
+    tol = CONVT_TOL[dtype]
+    torch.testing.assert_close(got, ref, rtol=tol, atol=tol)
