@@ -4,11 +4,17 @@
   TF32 by default, strict FP32 through allow_tf32=False (session config fusedops.allow_tf32 = "0");
 - two sessions, and one session, run from two threads give the same bits as one thread; repeated session
   create/destroy does not grow device memory;
-- timing: fused vs the unfused standard-op graph on the CUDA EP (target: >= 2x for models 1-3 at TF32).
+- timing: fused vs the unfused standard-op graph on the CUDA EP (target: >= 2x for models 1-3 at TF32);
+- hand-built graphs: every registered type combination of GroupNormAct / GemmGroupNormAct;
+- ConvTransposeGroupNormAct (issue 13): the fuser's one-node graph of model-4-shaped modules (strides, pads, groups,
+  no bias, model 4's channels at a reduced size) at TF32, strict FP32 (node attribute or session entry), float16
+  and bfloat16 against float64 and eager PyTorch; NaN confined to its sample; ORT's profile places the node on the
+  CUDA EP. Model 4's timing against the PyTorch path: tools/ort_convt_bench.py.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import os
@@ -319,3 +325,157 @@ def test_cuda_ep_run_error_names_node(fo):
         sess.run(None, {"X": np.random.rand(2, 4, 3).astype(np.float32), "gamma": np.ones(5, np.float32),
                         "beta": np.zeros(4, np.float32)})
     assert "gpu_gn" in str(ei.value) and "gamma has 5 elements, expected C=4" in str(ei.value)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# ConvTransposeGroupNormAct (issue 13): the fuser's one-node graph (fuse_model(..., convtranspose=True)) on the CUDA EP
+# ---------------------------------------------------------------------------------------------------------------------
+
+class _ConvtGeluGn(torch.nn.Module):
+    """Model 4's structure (ConvTranspose2d -> exact GELU -> GroupNorm) with the knobs the fused op takes."""
+
+    def __init__(self, cin, cout, k, G, stride=1, pad=0, outpad=0, groups=1, bias=True):
+        super().__init__()
+        self.conv = torch.nn.ConvTranspose2d(cin, cout, k, stride, pad, outpad, groups=groups, bias=bias)
+        self.gn = torch.nn.GroupNorm(G, cout)
+        with torch.no_grad():  # non-trivial affine parameters, so gamma / beta wiring is checked
+            self.gn.weight.uniform_(0.5, 1.5)
+            self.gn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.gn(torch.nn.functional.gelu(self.conv(x)))
+
+
+# name -> (module arguments, input (C, H, W)); every case runs batch 1 and 3 on one session (a plan per shape).
+# model4_channels is model 4's channel shape (64 -> 64, k3 s1, 8 groups) at a reduced, odd spatial size: on sm_90 the
+# wgmma kernel; the others take the mma.sync kernel (stride 2, channel counts off its tiles, groups, ...).
+CONVT_CASES = {
+    "odd_stride1": (dict(cin=16, cout=32, k=3, G=4), (16, 9, 13)),
+    "stride2_pads_outpad": (dict(cin=12, cout=20, k=3, G=5, stride=2, pad=1, outpad=1), (12, 7, 11)),
+    "one_group": (dict(cin=8, cout=24, k=3, G=1, pad=1), (8, 5, 9)),
+    "one_channel_a_group": (dict(cin=8, cout=12, k=2, G=12, stride=2), (8, 6, 7)),
+    "no_bias_conv_groups2": (dict(cin=16, cout=16, k=3, G=4, groups=2, bias=False), (16, 5, 6)),
+    "model4_channels": (dict(cin=64, cout=64, k=3, G=8), (64, 29, 45)),
+}
+# precision -> (X dtype, session allow_tf32, node allow_tf32, max |err| vs float64, mean |err| vs float64, max |err|
+# vs eager at that precision; absolute: |y| reaches ~10 here). float32: TF32 products as the fuser's node says
+# (allow_tf32=1); strict FP32 by the node attribute (0) or by the session entry fusedops.allow_tf32=0 over the node's 1
+# (3xTF32: ~3e-5 at model 4's full size, docs/convt.md). 16-bit: Y is rounded to X's type twice (before and after the
+# normalisation): the CPU kernel gives 0.007 (float16) and 0.051 (bfloat16) on these cases, the CUDA kernels 0.004-0.005
+# and 0.04-0.05 at model 4's size (docs/convt.md), eager float16 / bfloat16 up to 0.016 / 0.087, hence the eager bounds.
+CONVT_PRECISIONS = {
+    "tf32": (torch.float32, True, 1, 1.5e-2, 2e-3, 3e-2),
+    "fp32-node": (torch.float32, True, 0, 2e-4, 2e-5, 2e-4),
+    "fp32-session": (torch.float32, False, 1, 2e-4, 2e-5, 2e-4),
+    "fp16": (torch.float16, True, 1, 1.5e-2, 2e-3, 4e-2),
+    "bf16": (torch.bfloat16, True, 1, 1e-1, 6e-3, 2e-1),
+}
+_CONVT_MODELS: dict = {}
+
+
+def _float_io(model):
+    """float32 graph input and output around a 16-bit model (Cast nodes): ORT's Python API has no bfloat16 arrays."""
+    from onnx import TensorProto, helper  # lazy: as in _graph above
+
+    m = type(model)()
+    m.CopyFrom(model)
+    (inp,), (out,) = m.graph.input, m.graph.output
+    m.graph.node.insert(0, helper.make_node("Cast", ["io_x"], [inp.name], to=inp.type.tensor_type.elem_type))
+    m.graph.node.append(helper.make_node("Cast", [out.name], ["io_y"], to=TensorProto.FLOAT))
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("io_x", "io_y")]
+    io[0].type.tensor_type.shape.CopyFrom(inp.type.tensor_type.shape)
+    io[1].type.tensor_type.shape.CopyFrom(out.type.tensor_type.shape)
+    del m.graph.input[:], m.graph.output[:]
+    m.graph.input.append(io[0])
+    m.graph.output.append(io[1])
+    return m
+
+
+def _convt_fused(case: str, dtype: torch.dtype):
+    """(module in dtype on the CPU, fused ONNX model with one ConvTransposeGroupNormAct node), exported once."""
+    key = (case, dtype)
+    if key not in _CONVT_MODELS:
+        # lazy: the exporter imports torch.onnx and onnxscript, which only these tests need
+        from fusedops.exporter import fuse_model
+        from fusedops.exporter.export import export_module
+
+        kwargs, chw = CONVT_CASES[case]
+        torch.manual_seed(sum(chw))
+        module = _ConvtGeluGn(**kwargs).eval().to(dtype)
+        fused = fuse_model(export_module(module, torch.rand(2, *chw).to(dtype)), convtranspose=True)
+        ops = [n.op_type for n in fused.graph.node if n.op_type not in ("Cast", "Constant")]
+        assert ops == ["ConvTransposeGroupNormAct"], f"{case}: the fuser left {ops}"
+        _CONVT_MODELS[key] = (module, fused)
+    return _CONVT_MODELS[key]
+
+
+def _convt_input(case: str, batch: int, seed: int) -> torch.Tensor:
+    return torch.rand(batch, *CONVT_CASES[case][1], generator=torch.Generator().manual_seed(seed)) * 2 - 0.5
+
+
+def _convt_session(fo, fused, prec: str, sess_options=None):
+    dtype, session_tf32, node_tf32 = CONVT_PRECISIONS[prec][:3]
+    model = fused if dtype == torch.float32 else _float_io(fused)
+    if node_tf32 == 0:
+        src, model = model, type(model)()
+        model.CopyFrom(src)
+        (node,) = [n for n in model.graph.node if n.op_type == "ConvTransposeGroupNormAct"]
+        next(a for a in node.attribute if a.name == "allow_tf32").i = 0
+    sess = fo.session(model, providers=CUDA, allow_tf32=session_tf32, sess_options=sess_options)
+    assert sess.get_providers()[0] == "CUDAExecutionProvider"
+    return sess
+
+
+@pytest.mark.parametrize("prec", list(CONVT_PRECISIONS))
+@pytest.mark.parametrize("case", list(CONVT_CASES))
+def test_convtranspose_fused_graph_on_cuda_ep(fo, case, prec):
+    from fusedops.benchmark.timing import precision_mode  # lazy: as the other fusedops imports of this file
+
+    dtype, _, _, tol, tol_mean, tol_eager = CONVT_PRECISIONS[prec]
+    module, fused = _convt_fused(case, dtype)
+    sess = _convt_session(fo, fused, prec)
+    ref64, on_gpu = copy.deepcopy(module).double(), copy.deepcopy(module).cuda()
+    for batch in (1, 3):
+        x = _convt_input(case, batch, seed=batch).to(dtype)  # what ORT gets: the input rounded to X's type
+        before = fo.kernel_calls("cuda")
+        y = _run(sess, x.float().numpy()).astype(np.float64)
+        assert fo.kernel_calls("cuda") == before + 1, "the library's CUDA kernel did not run"
+        with torch.no_grad():
+            want = ref64(x.double()).numpy()
+            with precision_mode("fp32" if prec.startswith("fp32") else "tf32"):
+                eager = on_gpu(x.cuda()).double().cpu().numpy()
+        where = f"{case} {prec} batch {batch}"
+        assert y.shape == want.shape, where
+        np.testing.assert_allclose(y, want, rtol=0, atol=tol, err_msg=f"{where}: vs float64")
+        assert np.mean(np.abs(y - want)) < tol_mean, f"{where}: mean error vs float64 too large"
+        np.testing.assert_allclose(y, eager, rtol=0, atol=tol_eager, err_msg=f"{where}: vs eager PyTorch")
+
+
+@pytest.mark.parametrize("case", ["stride2_pads_outpad", "model4_channels"])
+def test_convtranspose_nan_stays_in_its_sample(fo, case):
+    """A NaN in one sample's X: that sample's output is all NaN (every GroupNorm group of it sees the NaN through the
+    one-group convolution), the other samples' bits are those of the run without it."""
+    sess = _convt_session(fo, _convt_fused(case, torch.float32)[1], "tf32")
+    x = _convt_input(case, 3, seed=11).numpy()
+    clean = _run(sess, x)
+    x[1, 0, 2, 3] = np.nan
+    y = _run(sess, x)
+    assert np.isnan(y[1]).all(), "the NaN sample's output is not all NaN"
+    np.testing.assert_array_equal(y[[0, 2]], clean[[0, 2]], err_msg="a NaN in sample 1 changed other samples")
+
+
+def test_convtranspose_node_is_placed_on_the_cuda_ep(fo, tmp_path):
+    """ORT's profile names the EP that ran each node: the fused node is the CUDA EP's, not the CPU EP's (the CUDA
+    kernel counter alone would not see a CPU fallback that ran beside it) nor inlined into its function body."""
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "convt")
+    sess = _convt_session(fo, _convt_fused("model4_channels", torch.float32)[1], "tf32", sess_options=so)
+    before = fo.kernel_calls("cuda")
+    _run(sess, _convt_input("model4_channels", 2, seed=5).numpy())
+    assert fo.kernel_calls("cuda") == before + 1
+    with open(sess.end_profiling()) as fh:
+        events = [e for e in json.load(fh) if e.get("cat") == "Node" and e.get("args", {}).get("op_name")]
+    placed = {(e["args"]["op_name"], e["args"].get("provider")) for e in events}
+    assert ("ConvTransposeGroupNormAct", "CUDAExecutionProvider") in placed, placed
+    assert {op for op, p in placed if p != "CUDAExecutionProvider"} == set(), placed
