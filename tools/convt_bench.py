@@ -5,6 +5,8 @@
 For each batch and precision (tf32, bf16, fp32-accurate = 3xTF32 against cuDNN strict FP32): GPU time (median of CUDA
 events over --iters runs after warm-up) and synchronous per-call wall time of
   fused      the plan of ConvTransposeGroupNormAct (kernels: convolution + statistics, finish, normalise in place)
+  fused_1tile  the same with the wgmma convolution's grid at one tile a block (plan option convt_blocks; A/B of its
+             persistent blocks; where the plan runs the mma.sync kernel the option changes nothing)
   cudnn      F.conv_transpose2d alone (the convolution's floor in today's path)
   today      F.conv_transpose2d then the fused GELU + GroupNorm op (abi.groupnorm_act_cuda), today's ModelNew path
   eager      conv_transpose2d + F.gelu + F.group_norm
@@ -80,9 +82,14 @@ def run_precision(prec, batch, iters, attrs, rows):
     bp = b.to(dtype)
     torch.backends.cudnn.allow_tf32 = not strict
     torch.backends.cuda.matmul.allow_tf32 = not strict
+    # A/B of the wgmma kernel's persistent grid: the same kernel with one tile a block (a cap above the tile count)
+    plan_1tile = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_blocks=1 << 30),
+                                     allow_tf32=not strict)
     variants = {
         "fused": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                     plan=plan),
+        "fused_1tile": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
+                                                                          plan=plan_1tile),
         "cudnn": lambda: F.conv_transpose2d(x, w, bp),
         "today": lambda: abi.groupnorm_act_cuda(F.conv_transpose2d(x, w, bp), gamma.to(dtype), beta.to(dtype), [],
                                                 attrs, out=out),
@@ -92,8 +99,8 @@ def run_precision(prec, batch, iters, attrs, rows):
         g_ms = gpu_ms(fn, iters)
         s_ms = sync_ms(fn, iters)
         rows.append({"precision": prec, "batch": batch, "variant": name, "gpu_ms": round(g_ms, 4),
-                     "sync_ms": round(s_ms, 4), "kernels": plan.kernels if name == "fused" else ""})
-        print(f"{prec:14s} batch {batch:4d} {name:6s} gpu {g_ms:8.3f} ms  sync {s_ms:8.3f} ms", flush=True)
+                     "sync_ms": round(s_ms, 4), "kernels": {"fused": plan.kernels, "fused_1tile": plan_1tile.kernels}.get(name, "")})
+        print(f"{prec:14s} batch {batch:4d} {name:11s} gpu {g_ms:8.3f} ms  sync {s_ms:8.3f} ms", flush=True)
     del x, out
     torch.cuda.empty_cache()
 

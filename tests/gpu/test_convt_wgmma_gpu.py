@@ -36,6 +36,12 @@ WG_CASES = {
     "one_d_5_taps": dict(shape=(3, 32, 700), w_shape=(32, 64, 5), G=8, pads=[2, 2]),
     "extras_no_bias": dict(shape=(2, 16, 9, 10), w_shape=(16, 64, 3, 3), G=8, pre="add(@0);gelu",
                            post="mul(@1);relu", n_extra=2, bias=False),
+    # More tiles than an H100 / H200 has SMs: each persistent block runs 2-3 tiles, whose outside-X slots differ
+    # (padded rows at the image's top and bottom, edge columns shifting with the tile start), through either
+    # epilogue.
+    "persistent_many_tiles": dict(shape=(12, 16, 64, 150), w_shape=(16, 64, 3, 3), G=8),
+    "persistent_pads_wider": dict(shape=(40, 16, 40, 60), w_shape=(16, 64, 3, 3), G=8, pads=[3, 3, 3, 3]),
+    "persistent_shared_epilogue": dict(shape=(12, 16, 64, 150), w_shape=(16, 64, 3, 3), G=4, pre="relu"),
 }
 
 
@@ -53,7 +59,8 @@ def test_wgmma_kernel_against_float64_and_eager(name):
 @need_sm90
 @pytest.mark.parametrize("dtype,floor", [(torch.bfloat16, 6e-2), (torch.float16, 8e-3)])
 @pytest.mark.parametrize("name", ["model4_small", "cout128_groups32_wide", "one_d_5_taps", "rows_of_256_bf16_vec",
-                                  "extras_no_bias", "no_pre_16_channels"])
+                                  "extras_no_bias", "no_pre_16_channels", "persistent_many_tiles",
+                                  "persistent_pads_wider", "persistent_shared_epilogue"])
 def test_16bit_wgmma_kernel_against_float64_and_eager(name, dtype, floor):
     """16-bit X: k16 MMAs on [channel octet][slot][8 channels] stages (16-byte loads where rows are 8-aligned, as in
     rows_of_256_bf16_vec; 2-byte loads otherwise); no less accurate than eager in the same type (as
@@ -86,6 +93,20 @@ def test_wgmma_agrees_with_the_mma_sync_kernel(name):
     gap = (wg.double() - ig.double()).abs().max().item()
     print(f"[convt wgmma] {name}: err {err_wg:.3g}, mma.sync {err_ig:.3g}, gap {gap:.3g}")
     assert gap <= 2 * (err_wg + err_ig) and err_wg <= 2 * err_ig + 1e-3
+
+
+@need_sm90
+@pytest.mark.parametrize("blocks", [1, 3, 1 << 30])
+@pytest.mark.parametrize("name", ["model4_small", "pads_wider_than_kernel", "one_d_5_taps", "extras_no_bias"])
+def test_persistent_grid_of_any_size_gives_the_same_bits(name, blocks):
+    """convt_blocks caps the persistent grid: 1 block runs every tile in turn (its stages reused across tiles whose
+    outside-X slots differ), 3 interleave, 2^30 runs one tile a block. Same bits as the planner's grid."""
+    ref, want, eager, plan = _case(**WG_CASES[name])
+    got, _, _, plan_b = _case(**WG_CASES[name], options=abi.PlanOptions(convt_blocks=blocks))
+    assert "blocks=" in plan_b.kernels and "convt_wgmma" in plan_b.kernels, plan_b.kernels
+    if blocks < 1 << 30:
+        assert f"blocks={blocks})" in plan_b.kernels, plan_b.kernels
+    assert torch.equal(got, ref), (name, blocks, (got.double() - ref.double()).abs().max().item())
 
 
 @need_sm90

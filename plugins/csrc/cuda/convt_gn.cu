@@ -289,7 +289,8 @@ namespace {
 // The sm_90a wgmma path for a plan, when the device, the build and the descriptor allow it (and the options do not
 // force the mma.sync kernel): its parameters, shared memory and grids. False leaves the plan on convt_kernel; `why`
 // says why (for a forced choice).
-bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, ConvtLaunch* p, const char** why) {
+bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, int32_t max_blocks, ConvtLaunch* p,
+               const char** why) {
   const ConvtSm90Layout s9 = convt_sm90_layout(d);
   if (!convt_sm90_built()) return *why = "this library was built without sm_90a kernels", false;
   if (device_info().cc_major != 9) return *why = "the device is not sm_90", false;
@@ -314,6 +315,8 @@ bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, ConvtLaunch* p, 
   q.chunks = b.cin / (q.x_dtype == FUSEDOPS_F32 ? kSm90Chunk : 2 * kSm90Chunk), q.stages = stages, q.tiles = s9.tiles;
   q.G = b.G, q.Cg = b.Cg, q.tiles_c = s9.tiles_c;
   q.pre_kind = convt_sm90_pre_kind(b.pre);
+  q.blocks = int32_t(std::min<int64_t>(int64_t(s9.tiles) * s9.tiles_c * q.batch,
+                                       max_blocks > 0 ? max_blocks : device_info().sms));
   p->smem = smem;
   p->s9l = s9;
   p->sm90 = true;
@@ -414,15 +417,17 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   p->l = l;
   *workspace = convt_workspace_size(d);
   const char* why = "";
-  if (o.convt_kernel != FUSEDOPS_CONVT_IGEMM && !plan_sm90(d, b, p.get(), &why) && o.convt_kernel == FUSEDOPS_CONVT_WGMMA)
+  if (o.convt_kernel != FUSEDOPS_CONVT_IGEMM && !plan_sm90(d, b, o.convt_blocks, p.get(), &why) &&
+      o.convt_kernel == FUSEDOPS_CONVT_WGMMA)
     return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "%s: the sm_90 wgmma kernel cannot run this: %s", op,
                        why);
   char text[256];
   if (p->sm90)
     std::snprintf(text, sizeof text,
-                  "convt_pack_w + convt_wgmma(%s,64x%d,stages=%d,smem=%zu) + gn_stats_finish + gn_normalize_inplace",
+                  "convt_pack_w + convt_wgmma(%s,64x%d,stages=%d,smem=%zu,blocks=%d) + gn_stats_finish + "
+                  "gn_normalize_inplace",
                   gn.x_dtype == FUSEDOPS_F32 ? "tf32" : gn.x_dtype == FUSEDOPS_BF16 ? "bf16" : "f16", kSm90Pixels,
-                  p->s9.stages, p->smem);
+                  p->s9.stages, p->smem, p->s9.blocks);
   else
     std::snprintf(text, sizeof text,
                   "convt_pack_w + convt_igemm(%s,%dx%dx%d,kc=%d,smem=%zu%s) + gn_stats_finish + gn_normalize_inplace",
@@ -456,6 +461,8 @@ cudaError_t convt_run(const ConvtLaunch& lp, const void* const* in, int32_t num_
     const int per16 = q.x_dtype == FUSEDOPS_F32 ? 4 : 8;  // elements in 16 bytes
     q.x = p.x, q.wp = p.wp, q.bias = p.bias, q.ex = p.ex, q.y = y, q.partials = p.partials;
     q.x_vec = q.win % per16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+    q.y_pairs = q.wpad % 2 == 0 && q.wout % 2 == 0 &&
+                reinterpret_cast<uintptr_t>(y) % (2 * (q.x_dtype == FUSEDOPS_F32 ? 4 : 2)) == 0;
     e = convt_sm90_pack(p.w, const_cast<float*>(p.wp), q.x_dtype, q.cin, q.cout, q.kh * q.kw, stream);
     if (e == cudaSuccess) e = convt_sm90_conv(q, lp.smem, stream);
   } else {

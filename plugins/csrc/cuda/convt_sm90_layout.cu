@@ -52,6 +52,8 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   l->span = int32_t(span);
   l->tiles = int32_t(cdiv(flat, kSm90Pixels));
   l->tiles_c = int32_t(gn.C / kSm90Cout);
+  if (int64_t(l->tiles) * l->tiles_c * gn.N >= INT32_MAX)  // the persistent blocks count tiles in 32 bits
+    return refuse(l, "sizes beyond the kernel's 32-bit indices or stage");
   const int64_t groups = gn.N * gn.num_groups;
   l->partials_bytes = size_t(groups) * size_t(2 * l->tiles) * size_t(l->tiles_c) * sizeof(Welford);
   l->stats_offset = up(l->partials_bytes, kAlign);

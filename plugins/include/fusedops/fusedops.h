@@ -226,6 +226,8 @@ typedef struct {
                                  CUDA graph of them per pointer set (captured at a set's second call) */
   int32_t convt_kernel;       /* ConvTransposeGroupNormAct: a fusedops_convt_kernel (0 = the planner's choice); a forced
                                  kernel that cannot run the descriptor fails plan creation with the reason */
+  int32_t convt_blocks;       /* the wgmma convolution's persistent grid: k > 0 = at most k blocks (a cap above the tile
+                                 count runs one tile a block, the grid before persistence); 0 = one block an SM */
 } fusedops_plan_options;
 
 /* ---- The convolution of ConvTransposeGroupNormAct: which kernel a plan runs ------------------------------------ */

@@ -1,18 +1,18 @@
 // ConvTransposeGroupNormAct's convolution on Hopper (issue 13): an implicit GEMM on wgmma, both operands from shared
 // memory, for stride-1 transposed convolutions of float32 NCHW X (TF32 products, fp32 accumulation).
 //
-// One block computes 64 output channels (M) x 512 consecutive pixels of the padded output grid (N: two consumer
-// warpgroups of 256) over K = input channels x taps. On the padded grid every tap reads the staged input at the
-// output's flat index plus one constant (convt_wgmma.h), so a stage holds input channels [8q, 8q + 8) of one
-// contiguous run of padded input slots, laid out K-major as [channel quad][slot][4 channels] (16-byte rows of 8-row
-// core matrices), and tap (kh, kw)'s B operand is that stage read from slot shift(kh, kw) on: the 9 taps of a 3x3
-// kernel share one staged copy and no operand is ever gathered. The producer warpgroup fills the stages from NCHW X
-// with 16-byte loads of 4 channels x 4 columns, rounded to TF32 and transposed in registers (slots outside X stay
-// zero), and the chunk's packed weights with one bulk copy; the two consumer warpgroups run one m64n256k8 wgmma per
-// tap. Then each consumer warpgroup
-// moves its accumulators through shared memory and, one channel row per warp at a time, adds the bias, applies `pre`,
-// stores Y (pre-normalisation, coalesced) and writes its tile's exact two-pass statistics per GroupNorm group; the
-// finishing and in-place normalise kernels of convt_gn.cu do the rest.
+// A tile is 64 output channels (M) x 512 consecutive pixels of the padded output grid (N: two consumer warpgroups
+// of 256) over K = input channels x taps; persistent blocks (one an SM) walk the tiles, so the producer fills the
+// next tile's stages while the consumers run the last one's epilogue. On the padded grid every tap reads the staged
+// input at the output's flat index plus one constant (convt_wgmma.h), so a stage holds input channels [8q, 8q + 8) of
+// one contiguous run of padded input slots, laid out K-major as [channel quad][slot][4 channels] (16-byte rows of
+// 8-row core matrices), and tap (kh, kw)'s B operand is that stage read from slot shift(kh, kw) on: the 9 taps of a
+// 3x3 kernel share one staged copy and no operand is ever gathered. The producer warpgroup fills the stages from NCHW
+// X with 16-byte loads of 4 channels x 4 columns, rounded to TF32 and transposed in registers (slots outside X are
+// zeroed once a tile), and the chunk's packed weights with one bulk copy; the two consumer warpgroups run one
+// m64n256k8 wgmma per tap. The epilogue (convt_wgmma_epilogue.cuh) adds the bias, applies `pre`, stores Y
+// (pre-normalisation) and writes the tile's exact two-pass statistics per GroupNorm group; the finishing and in-place
+// normalise kernels of convt_gn.cu do the rest.
 //
 // TF32: both operands are rounded to nearest (W when packed, X when staged), as the mma.sync kernel does.
 // Measurements: docs/convt.md.
@@ -69,10 +69,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   const int taps = p.kh * p.kw;
   const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps);
   const uint32_t stage_bytes = x_bytes + w_bytes;
-
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int tile = blockIdx.x, ct = blockIdx.y, n = blockIdx.z;
-  const int m0 = tile * kSm90Pixels;  // flat padded index of the tile's first pixel (plan: fits int32)
 
   if (tid == 0) {
     for (int s = 0; s < kMaxStages; ++s) {
@@ -80,53 +77,73 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
       mbar_init(empty + s, 256);     // every consumer thread
     }
   }
-  // Zeros in every stage's X: the slots outside X are never written by the producer, and they are the same slots
-  // for every channel chunk of this tile.
+  // Zeros in the stages' X once: not needed for the results (the producer zeroes each tile's outside slots), but
+  // without this loop ptxas (13.0) serialises the MMAs of this kernel (warning C7520); measured, kept.
   for (uint32_t i = tid; i < uint32_t(p.stages) * (stage_bytes / 16); i += kSm90Threads)
     if (i % (stage_bytes / 16) < x_bytes / 16) reinterpret_cast<float4*>(stages)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  fence_proxy_async();  // generic-proxy writes the tensor cores (async proxy) will read
+  fence_proxy_async();
   __syncthreads();
 
+  // Persistent: block b takes tiles b, b + gridDim.x, ... (channel tile fastest, then pixel tile, then sample, so
+  // neighbouring blocks share X's rows in L2); producer and consumers walk the same sequence in their own loops, so
+  // chunk g of the block is chunk g % chunks of its (g / chunks)-th tile, in stage g % stages.
+  const int total = p.tiles * p.tiles_c * p.batch, per_n = p.tiles_c * p.tiles;  // (plan: fits int32)
   if (warp < 4) {  // ---- producer warpgroup ----
-    if constexpr (std::is_same_v<T, float>) {
-      if (p.x_vec) produce<true>(p, stages, full, empty, m0, n, ct);
-      else produce<false>(p, stages, full, empty, m0, n, ct);
-    } else {
-      if (p.x_vec) produce16<T, true>(p, stages, full, empty, m0, n, ct);
-      else produce16<T, false>(p, stages, full, empty, m0, n, ct);
+    int g0 = 0;
+    for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
+      const int ct = t % p.tiles_c, m0 = t / p.tiles_c % p.tiles * kSm90Pixels, n = t / per_n;
+      if constexpr (std::is_same_v<T, float>) {
+        if (p.x_vec) produce<true>(p, stages, full, empty, m0, n, ct, g0);
+        else produce<false>(p, stages, full, empty, m0, n, ct, g0);
+      } else {
+        if (p.x_vec) produce16<T, true>(p, stages, full, empty, m0, n, ct, g0);
+        else produce16<T, false>(p, stages, full, empty, m0, n, ct, g0);
+      }
+      // The shared-memory epilogue writes its tile over the stages: the next tile's staging waits for it.
+      if constexpr (kPre < 0) named_sync(4, kSm90Threads);
     }
     return;
   }
 
-  // ---- consumer warpgroups: wg 0 computes pixels [m0, m0 + 256), wg 1 [m0 + 256, m0 + 512) ----
+  // ---- consumer warpgroups: wg 0 computes pixels [m0, m0 + 256) of a tile, wg 1 [m0 + 256, m0 + 512) ----
   const int wg = (warp - 4) >> 2, wl = warp & 3;
-  float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
   const uint32_t sbase = smem_u32(stages);
-  for (int q = 0; q < p.chunks; ++q) {
-    const int st = q % p.stages;
-    mbar_wait(full + st, uint32_t((q / p.stages) & 1));
-    const uint32_t sx = sbase + uint32_t(st) * stage_bytes, sw = sx + x_bytes;
-    wgmma_fence();
-    for (int t = 0; t < taps; ++t) {
-      const int kh = t / p.kw, kw = t - kh * p.kw;
-      const int shift = (p.kh - 1 - kh) * p.dh * p.wpad + (p.kw - 1 - kw) * p.dw;
-      const uint64_t da = gmma_desc(sw + uint32_t(t) * 2u * kSm90Cout * 16u, kSm90Cout * 16u, 128u);
-      const uint64_t db = gmma_desc(sx + uint32_t(wg * 256 + shift) * 16u, uint32_t(p.span) * 16u, 128u);
-      if constexpr (std::is_same_v<T, float>) wgmma_m64n256k8_tf32(acc, da, db);
-      else wgmma_m64n256k16<T>(acc, da, db);
+  float acc[128];  // a tile's first MMA overwrites it (scale_d = 0): no zeroing between tiles
+  int g0 = 0;
+  for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
+    for (int q = 0; q < p.chunks; ++q) {
+      const int g = g0 + q, st = g % p.stages;
+      mbar_wait(full + st, uint32_t((g / p.stages) & 1));
+      const uint32_t sx = sbase + uint32_t(st) * stage_bytes, sw = sx + x_bytes;
+      fence_operand(acc);
+      wgmma_fence();
+      for (int k = 0; k < taps; ++k) {
+        const int kh = k / p.kw, kw = k - kh * p.kw;
+        const int shift = (p.kh - 1 - kh) * p.dh * p.wpad + (p.kw - 1 - kw) * p.dw;
+        const uint64_t da = gmma_desc(sw + uint32_t(k) * 2u * kSm90Cout * 16u, kSm90Cout * 16u, 128u);
+        const uint64_t db = gmma_desc(sx + uint32_t(wg * 256 + shift) * 16u, uint32_t(p.span) * 16u, 128u);
+        const uint32_t accumulate = (q | k) != 0;
+        if constexpr (std::is_same_v<T, float>) wgmma_m64n256k8_tf32(acc, da, db, accumulate);
+        else wgmma_m64n256k16<T>(acc, da, db, accumulate);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // chunk g - 1's MMAs are done: its stage may be refilled
+      if (q > 0) mbar_arrive(empty + (g - 1) % p.stages);
     }
-    wgmma_commit();
-    wgmma_wait<1>();  // chunk q - 1's MMAs are done: its stage may be refilled
-    if (q > 0) mbar_arrive(empty + (q - 1) % p.stages);
+    wgmma_wait<0>();
+    fence_operand(acc);
+    mbar_arrive(empty + (g0 + p.chunks - 1) % p.stages);  // the producer may fill the next tile meanwhile
+    // The tile's coordinates only now: live across the mainloop they would push the accumulators into local memory.
+    const int ct = t % p.tiles_c, tile = t / p.tiles_c % p.tiles, n = t / per_n;
+    const int m0 = tile * kSm90Pixels;  // flat padded index of the tile's first pixel (plan: fits int32)
+    if constexpr (kPre >= 0) {
+      epilogue_registers<T, kPre>(p, acc, reinterpret_cast<float*>(smem + kExchangeOffset), wg, wl, lane, m0, n, ct,
+                                  tile);
+    } else {
+      epilogue_shared<T>(p, acc, stages, wg, wl, lane, m0, n, ct, tile);
+      named_sync(4, kSm90Threads);
+    }
   }
-  wgmma_wait<0>();
-  if constexpr (kPre >= 0) {
-    epilogue_registers<T, kPre>(p, acc, reinterpret_cast<float*>(smem + kExchangeOffset), wg, wl, lane, m0, n, ct, tile);
-    return;
-  }
-  epilogue_shared<T>(p, acc, stages, wg, wl, lane, m0, n, ct, tile);
 }
 
 }  // namespace
@@ -201,8 +218,8 @@ cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t ci
 
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream) {
   void* args[] = {const_cast<ConvtSm90Params*>(&p)};
-  return cudaLaunchKernel(kernel_for(p.x_dtype, p.pre_kind), dim3(unsigned(p.tiles), unsigned(p.tiles_c), unsigned(p.batch)),
-                          dim3(kSm90Threads), args, smem, stream);
+  return cudaLaunchKernel(kernel_for(p.x_dtype, p.pre_kind), dim3(unsigned(p.blocks)), dim3(kSm90Threads), args, smem,
+                          stream);
 }
 
 }  // namespace cuda

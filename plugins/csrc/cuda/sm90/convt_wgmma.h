@@ -42,6 +42,8 @@ struct ConvtSm90Params {
   int32_t x_dtype;           // FUSEDOPS_F32 (TF32 products), FUSEDOPS_BF16 or FUSEDOPS_F16
   int32_t x_vec;             // X rows start 16-byte aligned (win a multiple of 16 bytes, X aligned): 16-byte loads
   int32_t pre_kind;          // convt_sm90_pre_kind(pre): which epilogue the kernel runs
+  int32_t blocks;            // persistent grid: one block an SM (its registers hold one), at most the tiles
+  int32_t y_pairs;           // wpad and wout even, Y aligned to two elements: the epilogue stores pixel pairs
 };
 
 // Where the kernel can run `d` (convt_sm90_layout.cpp): its geometry and workspace layout, or eligible = false and
@@ -62,7 +64,7 @@ size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages
 // Weights [cin][cout][kh][kw] of x_dtype into p.wp's packed layout (float32 TF32-rounded).
 cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t cin, int32_t cout, int32_t taps,
                             cudaStream_t stream);
-// The convolution + bias + pre + partial statistics: grid (tiles, tiles_c, N).
+// The convolution + bias + pre + partial statistics: p.blocks persistent blocks over the tiles x tiles_c x N.
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream);
 // 0: `pre` is empty, 1: GELU alone (both take the register epilogue), -1: any other chain (shared-memory epilogue).
 int32_t convt_sm90_pre_kind(const fusedops_chain& pre);

@@ -14,6 +14,16 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+__device__ __forceinline__ void store_pair(float* y, float a, float b) {
+  *reinterpret_cast<float2*>(y) = make_float2(a, b);
+}
+__device__ __forceinline__ void store_pair(__nv_bfloat16* y, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(y) = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ void store_pair(__half* y, float a, float b) {
+  *reinterpret_cast<__half2*>(y) = __floats2half2_rn(a, b);
+}
+
 // The epilogue on the accumulators, for `pre` = nothing (kPre 0) or GELU alone (kPre 1, gelu_fast as the GroupNormAct
 // kernels run it): bias + pre in registers, Y stored straight from the fragments (a lane quad writes 8 consecutive
 // pixels of a channel row), then exact two-pass statistics of each GroupNorm group over the warpgroup's 256 pixels:
@@ -23,6 +33,7 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 template <typename T, int kPre>
 __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, float (&acc)[128], float* xch, int wg,
                                                    int wl, int lane, int m0, int n, int ct, int tile) {
+  named_sync(2 + wg, 128);  // a persistent block's previous tile read `xch` last: its warps are past that
   const int co0 = ct * kSm90Cout, rbase = wl * 16 + (lane >> 2);
   const float b0 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase) : 0.f;
   const float b1 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase + 8) : 0.f;
@@ -41,15 +52,32 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
       float& v1 = acc[4 * j + 2 + e];
       v0 += b0, v1 += b1;
       if (kPre == 1) v0 = gelu_fast(v0), v1 = gelu_fast(v1);
-      int x = ox + e, yrow = oy;
-      if (x >= p.wpad) x -= p.wpad, ++yrow;
-      if (x < p.wout && yrow < p.hout) {
-        valid |= uint64_t(1) << (2 * j + e);
-        const int64_t off = int64_t(yrow) * p.wout + x;
-        y0[off] = from_float<T>(v0);
-        y1[off] = from_float<T>(v1);
-        s0 += v0;
-        s1 += v1;
+    }
+    if (p.y_pairs) {
+      // Even wpad and wout: a lane's two columns are one row's even / odd pixels, both outputs or neither, and
+      // their offset is even: one 2-element store a channel row (half the store instructions).
+      if (ox < p.wout && oy < p.hout) {
+        valid |= uint64_t(3) << (2 * j);
+        const int64_t off = int64_t(oy) * p.wout + ox;
+        store_pair(y0 + off, acc[4 * j], acc[4 * j + 1]);
+        store_pair(y1 + off, acc[4 * j + 2], acc[4 * j + 3]);
+        s0 += acc[4 * j] + acc[4 * j + 1];
+        s1 += acc[4 * j + 2] + acc[4 * j + 3];
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v0 = acc[4 * j + e], v1 = acc[4 * j + 2 + e];
+        int x = ox + e, yrow = oy;
+        if (x >= p.wpad) x -= p.wpad, ++yrow;
+        if (x < p.wout && yrow < p.hout) {
+          valid |= uint64_t(1) << (2 * j + e);
+          const int64_t off = int64_t(yrow) * p.wout + x;
+          y0[off] = from_float<T>(v0);
+          y1[off] = from_float<T>(v1);
+          s0 += v0;
+          s1 += v1;
+        }
       }
     }
     ox += 8;

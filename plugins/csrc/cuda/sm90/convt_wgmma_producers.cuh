@@ -17,15 +17,39 @@ __device__ __forceinline__ float tf32(float x) {
   return __uint_as_float(t);
 }
 
+// A persistent block stages many tiles into the same stages, and which slots lie outside X (padding rows and
+// columns, rows past the grid's end) depends on the tile: at a stage's first use in a tile the producer zeroes the
+// tile's outside slots (a few edge columns a row; whole rows only at the image's top and bottom). The items write
+// every other slot of the span, so together they cover the stage. Same byte geometry for float32 and 16-bit X.
+// Out of line and on scalars (a reference to the kernel's parameters would be read through a generic pointer, from
+// memory, each iteration): inlined, its registers on top of the loads in flight spilled.
+__device__ __noinline__ void zero_outside(unsigned char* sx, int m0, int tid, int wpad, int span, int offx, int offy,
+                                          int win, int hin) {
+  const int r_lo = m0 / wpad, r_hi = (m0 + span - 1) / wpad;
+  const int a = min(max(offx, 0), wpad), b = min(max(offx + win, 0), wpad);  // X's padded columns [a, b)
+  const int edge = a + (wpad - b);
+  for (int pr = 0; pr < 2 * (r_hi - r_lo + 1); ++pr) {
+    const int plane = pr & 1, row = r_lo + (pr >> 1), iy = row - offy;
+    const bool inside = iy >= 0 && iy < hin;
+    const int count = inside ? edge : wpad;
+    for (int c = tid; c < count; c += 128) {
+      const int col = !inside ? c : c < a ? c : b + (c - a);
+      const int slot = row * wpad + col - m0;
+      if (slot >= 0 && slot < span)
+        *reinterpret_cast<float4*>(sx + (size_t(plane) * span + slot) * 16) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+
 constexpr int kItemsPerPass = 6;  // producer items in flight per thread: 6 x 16 floats of registers
 
 // The producer warpgroup: per channel chunk, every input row the tile's staged slots reach, in items of 4 channels x
 // 4 consecutive input columns: 16-byte loads (V4: float32 rows of width % 4 == 0 on 16-byte aligned X) issued before
 // the stage is known to be free, then rounded to TF32, transposed in registers and stored as 4 slots of 16 bytes
-// ([channel quad][slot][4 channels]). Slots outside X stay zero from the kernel's start.
+// ([channel quad][slot][4 channels]). Slots outside X: zero_outside. g0: the block's chunk count before this tile.
 template <bool V4>
 __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char* stages, uint64_t* full,
-                                        uint64_t* empty, int m0, int n, int ct) {
+                                        uint64_t* empty, int m0, int n, int ct, int g0) {
   const int tid = threadIdx.x;
   const int taps = p.kh * p.kw;
   const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps), stage_bytes = x_bytes + w_bytes;
@@ -44,7 +68,7 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
   uint32_t lmask = 0, smask = 0;
   const bool one_pass = items <= kItemsPerPass * 128;
   for (int q = 0; q < p.chunks; ++q) {
-    const int st = q % p.stages;
+    const int g = g0 + q, st = g % p.stages;  // g: the block's chunk count over its tiles
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
     for (int base = 0; base < items || base == 0; base += kItemsPerPass * 128) {
@@ -68,6 +92,12 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
           }
         }
       }
+      // A stage's first chunk of a tile: wait for it and zero its outside slots before the loads are in flight (with
+      // them in registers the zeroing would spill; the consumers' epilogue leaves the producer time here).
+      if (base == 0 && q < p.stages) {
+        if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+        zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
+      }
       float v[kItemsPerPass][4][4];  // [item][channel][column]
 #pragma unroll
       for (int j = 0; j < kItemsPerPass; ++j) {
@@ -85,7 +115,7 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
         }
       }
       if (base == 0) {
-        if (q >= p.stages) mbar_wait(empty + st, uint32_t((q / p.stages - 1) & 1));
+        if (q >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
         if (tid == 0) {
           mbar_arrive_expect_tx(full + st, w_bytes);
           bulk_copy(sx + x_bytes, wt + int64_t(q) * (w_bytes / 4), w_bytes, full + st);
@@ -112,7 +142,7 @@ constexpr int kItems16 = 3;  // 3 x 32 registers of loaded words
 
 template <typename T, bool V8>
 __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned char* stages, uint64_t* full,
-                                          uint64_t* empty, int m0, int n, int ct) {
+                                          uint64_t* empty, int m0, int n, int ct, int g0) {
   const int tid = threadIdx.x;
   const int taps = p.kh * p.kw;
   const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps), stage_bytes = x_bytes + w_bytes;
@@ -127,7 +157,7 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
   int isrc[kItems16], idst[kItems16];
   uint32_t lmask = 0, smask = 0;  // bit 8 j + e: column e of item j inside X / its slot stored
   for (int q = 0; q < p.chunks; ++q) {
-    const int st = q % p.stages;
+    const int g = g0 + q, st = g % p.stages;  // g: the block's chunk count over its tiles
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const T* xc = xn + int64_t(q) * 16 * plane;
     for (int base = 0; base < items || base == 0; base += kItems16 * 128) {
@@ -148,6 +178,10 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
               smask |= 1u << (8 * j + e);
           }
         }
+      }
+      if (base == 0 && q < p.stages) {  // (see produce)
+        if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+        zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
       }
       uint32_t w[kItems16][8][4];  // [item][channel][column pair]
 #pragma unroll
@@ -171,7 +205,7 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
         }
       }
       if (base == 0) {
-        if (q >= p.stages) mbar_wait(empty + st, uint32_t((q / p.stages - 1) & 1));
+        if (q >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
         if (tid == 0) {
           mbar_arrive_expect_tx(full + st, w_bytes);
           bulk_copy(sx + x_bytes, wt + size_t(q) * w_bytes, w_bytes, full + st);

@@ -67,6 +67,12 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t saddr, uint32_t lbo, uint
   return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
          (uint64_t((sbo >> 4) & 0x3FFF) << 32);
 }
+// Pins the accumulators in their registers around the MMAs (as CUTLASS's warpgroup_fence_operand): without it ptxas
+// may move them between a persistent loop's iterations and then serialise the MMAs (warning C7520).
+__device__ __forceinline__ void fence_operand(float (&d)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
@@ -84,7 +90,7 @@ __device__ __forceinline__ void wgmma_wait() {
                ";\n}"                                                                                             \
                : FUSEDOPS_D16(0), FUSEDOPS_D16(16), FUSEDOPS_D16(32), FUSEDOPS_D16(48), FUSEDOPS_D16(64),       \
                  FUSEDOPS_D16(80), FUSEDOPS_D16(96), FUSEDOPS_D16(112)                                           \
-               : "l"(desc_a), "l"(desc_b), "r"(1))
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
 #define FUSEDOPS_WGMMA_D128                                                                                     \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
@@ -97,12 +103,13 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // D(64 x 256, fp32) += A(64 x 8) * B(8 x 256), both TF32 from shared memory, K-major. Thread t of the warpgroup
 // holds rows 16 * (t / 32) + (t % 32) / 4 + 8 i and columns 8 j + 2 (t % 4) + e in d[4 j + 2 i + e].
-__device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                     uint32_t scale_d = 1) {
   FUSEDOPS_WGMMA_N256("m64n256k8.f32.tf32.tf32", "");
 }
 // The same for 16-bit operands: D(64 x 256, fp32) += A(64 x 16) * B(16 x 256), both K-major (no transpose).
 template <typename T>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d = 1) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) FUSEDOPS_WGMMA_N256("m64n256k16.f32.bf16.bf16", ", 0, 0");
   else FUSEDOPS_WGMMA_N256("m64n256k16.f32.f16.f16", ", 0, 0");
 }
