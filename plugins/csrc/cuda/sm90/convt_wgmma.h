@@ -43,7 +43,7 @@ struct ConvtSm90Params {
   int32_t x_vec;             // X rows start 16-byte aligned (win a multiple of 16 bytes, X aligned): 16-byte loads
   int32_t pre_kind;          // convt_sm90_pre_kind(pre): which epilogue the kernel runs
   int32_t blocks;            // persistent grid: one block an SM (its registers hold one), at most the tiles
-  int32_t y_pairs;           // wpad and wout even, Y aligned to two elements: the epilogue stores pixel pairs
+  int32_t y_pairs;           // wpad and wout even, Y aligned to two elements (else pre_kind -1 at run time)
 };
 
 // Where the kernel can run `d` (convt_sm90_layout.cpp): its geometry and workspace layout, or eligible = false and

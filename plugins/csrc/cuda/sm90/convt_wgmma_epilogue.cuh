@@ -53,32 +53,16 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
       v0 += b0, v1 += b1;
       if (kPre == 1) v0 = gelu_fast(v0), v1 = gelu_fast(v1);
     }
-    if (p.y_pairs) {
-      // Even wpad and wout: a lane's two columns are one row's even / odd pixels, both outputs or neither, and
-      // their offset is even: one 2-element store a channel row (half the store instructions).
-      if (ox < p.wout && oy < p.hout) {
-        valid |= uint64_t(3) << (2 * j);
-        const int64_t off = int64_t(oy) * p.wout + ox;
-        store_pair(y0 + off, acc[4 * j], acc[4 * j + 1]);
-        store_pair(y1 + off, acc[4 * j + 2], acc[4 * j + 3]);
-        s0 += acc[4 * j] + acc[4 * j + 1];
-        s1 += acc[4 * j + 2] + acc[4 * j + 3];
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v0 = acc[4 * j + e], v1 = acc[4 * j + 2 + e];
-        int x = ox + e, yrow = oy;
-        if (x >= p.wpad) x -= p.wpad, ++yrow;
-        if (x < p.wout && yrow < p.hout) {
-          valid |= uint64_t(1) << (2 * j + e);
-          const int64_t off = int64_t(yrow) * p.wout + x;
-          y0[off] = from_float<T>(v0);
-          y1[off] = from_float<T>(v1);
-          s0 += v0;
-          s1 += v1;
-        }
-      }
+    // wpad and wout are even here (convt_gn.cu sends other shapes to the shared-memory epilogue: two unrolled store
+    // paths made the kernel's code too large for the instruction cache): a lane's two columns are one row's even and
+    // odd pixels, both outputs or neither, at an even offset: one 2-element store a channel row.
+    if (ox < p.wout && oy < p.hout) {
+      valid |= uint64_t(3) << (2 * j);
+      const int64_t off = int64_t(oy) * p.wout + ox;
+      store_pair(y0 + off, acc[4 * j], acc[4 * j + 1]);
+      store_pair(y1 + off, acc[4 * j + 2], acc[4 * j + 3]);
+      s0 += acc[4 * j] + acc[4 * j + 1];
+      s1 += acc[4 * j + 2] + acc[4 * j + 3];
     }
     ox += 8;
     while (ox >= p.wpad) ox -= p.wpad, ++oy;
