@@ -117,8 +117,7 @@ def test_group_norm_act_walk(build, tmp_path, shape, dynamic, dtype, param_dtype
     case, attrs = _gn_case(shape, pre="gelu", post="add(@0);mish", dtype=dtype, param_dtype=param_dtype,
                            dynamic=dynamic, extras=1)
     r = H.run_case(build, case, tmp_path)
-    assert r.ok, r.report
-    assert r.stages == ALL_STAGES
+    assert r.ok and r.stages == ALL_STAGES, r.report
     assert tuple(r.report["output_shape"]) == catalog.output_shape("GroupNormAct", shape, attrs)
     assert r.report["output_dtype"] == H.DTYPE_CODES[dtype]
     if dynamic != "none":
@@ -155,8 +154,7 @@ def test_gemm_group_norm_act_walk(build, tmp_path, x_shape, C, trans_b, reduce, 
 def test_model_cases_walk(build, tmp_path, key, size):
     case, _, _ = H.model_case(key, size, shapes_only=True)
     r = H.run_case(build, case, tmp_path)
-    assert r.ok, r.report
-    assert r.stages == ALL_STAGES
+    assert r.ok and r.stages == ALL_STAGES, r.report
 
 
 CONVT_SHAPES = [  # X, W, conv attributes, dynamic dims of X, reduce
@@ -175,9 +173,13 @@ def test_convtranspose_group_norm_act_walk(build, tmp_path, x_shape, w_shape, co
                                            param_dtype):
     case, attrs = _convt_case(x_shape, w_shape, groups=4, bias=bias, post="mul(@0);mish", reduce=reduce, dtype=dtype,
                               param_dtype=param_dtype, dynamic=dynamic, extras=1, **conv)
+    if reduce and build.real_kernels:  # the CUDA convolution has no channel reduction: refused, named, at plan time
+        case.expect_fail = "shape_change"
     r = H.run_case(build, case, tmp_path)
-    assert r.ok, r.report
-    assert r.stages == ALL_STAGES and r.report["plugin_errors"] == []
+    assert r.ok and (not case.expect_fail or "no channel reduction" in str(r.report)), r.report
+    if case.expect_fail:
+        return
+    assert r.stages == ALL_STAGES and r.report["plugin_errors"] == [], r.report
     assert tuple(r.report["output_shape"]) == catalog.output_shape(case.op, x_shape, attrs, w_shape)
     assert r.report["output_dtype"] == H.DTYPE_CODES[dtype]
     exprs = r.report["output_shape_exprs"]
