@@ -17,7 +17,7 @@ import pytest
 from fusedops.errors import FusedopsError
 from trt_harness import driver as H
 
-# The ops the library registers: the spec's TensorRT ops and ConvTransposeGroupNormAct (H.PLUGIN_OPS says why)
+# The ops the library registers: the spec's TensorRT ops (H.PLUGIN_OPS)
 CREATORS = [f"fusedops::{name}/1" for name in H.PLUGIN_OPS]
 
 

@@ -225,7 +225,7 @@ OPS = (
             'plugin_version',
             'allow_tf32',
         ),
-        'adapters': ('ort',),
+        'adapters': ('ort', 'tensorrt'),
     },
 )
 

@@ -21,9 +21,8 @@ from fusedops.convtranspose import ConvAttrs
 from fusedops.errors import FusedopsError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The ops libfusedops_trt registers. The op spec (fusedops/spec/ops.toml) lists ConvTransposeGroupNormAct's adapters
-# as "ort" only until its `adapters` gains "tensorrt" (a spec change for its owners), so it is added here.
-PLUGIN_OPS = tuple(dict.fromkeys(catalog.ops_registered_by("tensorrt") + (catalog.CONVTRANSPOSE_GROUP_NORM_ACT.name,)))
+# The ops libfusedops_trt registers: the op spec's (fusedops/spec/ops.toml, `adapters`).
+PLUGIN_OPS = catalog.ops_registered_by("tensorrt")
 DTYPE_CODES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32"}
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 

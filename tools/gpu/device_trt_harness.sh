@@ -43,7 +43,8 @@ env FUSEDOPS_TRT_TIMINGS="$out/trt_timings.json" FUSEDOPS_TRT_FULL_BENCH=$full \
 [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
 
 if [[ $sanitize == 1 ]] && command -v compute-sanitizer >/dev/null; then
-  # memcheck + initcheck over one enqueue of each op (odd sizes, extras, reduce): the plugin and kernels together.
+  # memcheck + initcheck over one enqueue of each op (odd sizes, extras, reduce, a strided ConvTranspose): the
+  # plugin and kernels together.
   d=$(mktemp -d)
   $py - "$d" <<'EOF'
 import sys, torch
@@ -53,6 +54,8 @@ def w(name, t): t.contiguous().view(torch.uint8).numpy().tofile(f"{d}/{name}.bin
 w("x", torch.randn(5, 12, 7, 9, generator=g)); [w(n, torch.randn(12, generator=g)) for n in ("g", "b", "e")]
 w("gx", torch.randn(37, 65, generator=g)); w("gw", torch.randn(96, 65, generator=g))
 [w(n, torch.randn(96, generator=g)) for n in ("gb", "gg", "gbeta", "ge")]
+w("cx", torch.randn(3, 16, 9, 11, generator=g)); w("cw", torch.randn(16, 24, 3, 3, generator=g) * 0.1)
+[w(n, torch.randn(24, generator=g)) for n in ("cb", "cg", "cbeta")]
 EOF
   h=build/native/bin/fusedops_trt_harness
   for tool in memcheck initcheck; do
@@ -67,6 +70,12 @@ EOF
       --input gamma:f32:96:$d/gg.bin --input beta:f32:96:$d/gbeta.bin --input extra_0:f32:96:$d/ge.bin \
       --enqueue --output $d/gy.bin >"$out/sanitize_gemm_$tool.log" 2>&1
     echo "compute-sanitizer $tool GemmGroupNormAct: rc=$? $(grep -E 'ERROR SUMMARY' "$out/sanitize_gemm_$tool.log")"
+    compute-sanitizer --tool $tool --error-exitcode 9 $h --plugin "$lib" --op ConvTransposeGroupNormAct \
+      --field num_groups:i32:6 --field "pre:char:gelu" --field strides:i32s:2,2 --field pads:i32s:1,1,1,1 \
+      --field output_padding:i32s:1,1 --dynamic all --input X:f32:3x16x9x11:$d/cx.bin \
+      --input W:f32:16x24x3x3:$d/cw.bin --input B:f32:24:$d/cb.bin --input gamma:f32:24:$d/cg.bin \
+      --input beta:f32:24:$d/cbeta.bin --enqueue --output $d/cy.bin >"$out/sanitize_convt_$tool.log" 2>&1
+    echo "compute-sanitizer $tool ConvTransposeGroupNormAct: rc=$? $(grep -E 'ERROR SUMMARY' "$out/sanitize_convt_$tool.log")"
   done
 fi
 exit $rc

@@ -126,8 +126,8 @@ typedef struct {
 
 /* ConvTransposeGroupNormAct (issue 13, FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT in the generated fusedops_op enum):
  * fusedops_parse_attributes (with fusedops_conv_attributes) and fusedops_describe complete its descriptor (op, d.gn,
- * d.allow_tf32, conv), which makes CPU and CUDA plans; the ONNX Runtime adapter registers it, the TensorRT adapter
- * not yet (FUSEDOPS_ORT_OPS / FUSEDOPS_TENSORRT_OPS). */
+ * d.allow_tf32, conv), which makes CPU and CUDA plans; the ONNX Runtime and TensorRT adapters register it
+ * (FUSEDOPS_ORT_OPS / FUSEDOPS_TENSORRT_OPS). */
 
 /* One node of any op: GroupNormAct uses d.gn only (d.K = 0, trans_b = 1, allow_tf32 = 1); GemmGroupNormAct d.gn and
  * d's GEMM fields; ConvTransposeGroupNormAct d.gn (N = batch, C = output channels, S = product of conv.output),

@@ -79,7 +79,8 @@ typedef enum {
 /* X(ENUM suffix, name): the ops the TensorRT adapter (plugins/trt) registers */
 #define FUSEDOPS_TENSORRT_OPS(X) \
   X(GROUPNORM_ACT, "GroupNormAct") \
-  X(GEMM_GROUPNORM_ACT, "GemmGroupNormAct")
+  X(GEMM_GROUPNORM_ACT, "GemmGroupNormAct") \
+  X(CONVTRANSPOSE_GROUPNORM_ACT, "ConvTransposeGroupNormAct")
 
 /* GroupNormAct: Y = reduce_C(post(GroupNorm(pre(X)))), X of shape (N, C, *spatial) */
 #define FUSEDOPS_GROUPNORM_ACT_NUM_INPUTS 3 /* fixed inputs; then the extras */
