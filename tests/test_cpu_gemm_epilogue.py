@@ -70,7 +70,14 @@ def test_group_sizes_and_chains_match_float64(abi, backend, shape, chains, bias)
     a, (x, w, b, gamma, beta, extras), ref = _inputs(M, K, C, G, *chains, bias=bias)
     out = torch.full(ref.shape, float("nan"))  # Y is the GEMM's output: nothing of it may be read before written
     y = abi.gemm_groupnorm_act_cpu(x, w, b, gamma, beta, extras, a, out=out)
-    torch.testing.assert_close(y.double(), ref, rtol=TOL[torch.float32], atol=TOL[torch.float32])
+    # Groups of 4 channels a row can draw a tiny spread, and normalising divides float32's rounding by it: beside the
+    # fixed tolerance, allow twice the error the same math has in float32 PyTorch on these inputs (seed 1781859699:
+    # one element of 140 800 at 1.4e-4).
+    eager32 = catalog.gemm_group_norm_act_reference(x, w, b if bias else torch.zeros(C), gamma, beta, extras, a)
+    bound = max(TOL[torch.float32], 2 * (eager32.double() - ref).abs().max().item())
+    err = (y.double() - ref).abs().max().item()
+    assert err <= bound and not y.isnan().any(), (err, bound)
+    torch.testing.assert_close(y.double(), ref, rtol=TOL[torch.float32], atol=bound)
 
 
 @pytest.mark.parametrize("dtype,reduce", [(torch.bfloat16, ""), (torch.float16, ""), (torch.float32, "mean"),

@@ -102,6 +102,19 @@ bool readInt(PluginField const& f, int64_t& out, std::string& err) {
 }
 
 // An INTS attribute (the ONNX parser passes INT32; serialised engines INT64); length 0 is the empty list.
+// A list or string field: its length within [0, max], its data present when it has any.
+bool checkLength(PluginField const& f, int32_t max, char const* what, std::string& err) {
+  if (f.length < 0 || f.length > max) {
+    err = std::string("field '") + f.name + "' has an invalid " + what + " length " + std::to_string(f.length);
+    return false;
+  }
+  if (f.length > 0 && f.data == nullptr) {
+    err = std::string("field '") + f.name + "' has no data";
+    return false;
+  }
+  return true;
+}
+
 bool readInts(PluginField const& f, std::vector<int64_t>& out, std::string& err) {
   size_t size = 0;
   switch (f.type) {
@@ -113,14 +126,7 @@ bool readInts(PluginField const& f, std::vector<int64_t>& out, std::string& err)
       err = std::string("field '") + f.name + "' must be a list of integers (INT32), got type " + fieldTypeName(f.type);
       return false;
   }
-  if (f.length < 0 || f.length > kMaxIntsField) {
-    err = std::string("field '") + f.name + "' has an invalid list length " + std::to_string(f.length);
-    return false;
-  }
-  if (f.length > 0 && f.data == nullptr) {
-    err = std::string("field '") + f.name + "' has no data";
-    return false;
-  }
+  if (!checkLength(f, kMaxIntsField, "list", err)) return false;
   out.clear();
   auto const* p = static_cast<unsigned char const*>(f.data);
   for (int32_t i = 0; i < f.length; ++i, p += size) {
@@ -155,14 +161,7 @@ bool readString(PluginField const& f, std::string& out, std::string& err) {
     err = std::string("field '") + f.name + "' must be a string (CHAR), got type " + fieldTypeName(f.type);
     return false;
   }
-  if (f.length < 0 || f.length > kMaxStringField) {
-    err = std::string("field '") + f.name + "' has an invalid string length " + std::to_string(f.length);
-    return false;
-  }
-  if (f.length > 0 && f.data == nullptr) {
-    err = std::string("field '") + f.name + "' has no data";
-    return false;
-  }
+  if (!checkLength(f, kMaxStringField, "string", err)) return false;
   char const* p = static_cast<char const*>(f.data);
   // The ONNX parser passes the bytes without a NUL; getFieldsToSerialize and some users include one.
   size_t n = f.length > 0 ? ::strnlen(p, static_cast<size_t>(f.length)) : 0;
