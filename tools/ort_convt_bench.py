@@ -4,9 +4,12 @@ the fusedops library, against the PyTorch path (issue 13: ORT with the library w
     PYTHONPATH=/tmp/ortgpu:$PYTHONPATH python3 tools/ort_convt_bench.py --batches 1 16 128 --json $OUT/ort_convt.json
 
 Per precision (tf32: float32 X with TF32 products, the default with bf16; fp32: strict; bf16 / fp16: 16-bit X) and
-batch, four variants:
+batch, five variants:
   ort-fused     the fuser's graph (fuse_model(..., convtranspose=True): one ConvTransposeGroupNormAct node) on the CUDA
                 EP with libfusedops_ort (TF32 as the node's allow_tf32=1 says; fp32: session fusedops.allow_tf32=0)
+  ort-fused-graph  the same session option enable_cuda_graph: ORT captures one CUDA graph per input set (run option
+                gpu_graph_id; each set's first runs capture, before timing) and replays it: what an ORT user does at
+                batch 1, where ORT's own per-run host work is a third of a call
   torch-fused   model 4's ModelNew, the PyTorch path (sm_90: the one fused op; elsewhere cuDNN + the GELU/GroupNorm op)
   ort-unfused   the plain torch export (standard ops) on the CUDA EP (provider option use_tf32): the baseline
   eager         model 4's Model in PyTorch, for context
@@ -40,7 +43,7 @@ CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 ONNX_TYPES = {"float32": 1, "float16": 10, "bfloat16": 16}  # onnx.TensorProto element types
 PRECISIONS = ("tf32", "bf16", "fp32", "fp16")
 CIN, COUT, HW, K = 64, 64, 256, 3
-VARIANTS = ("ort-fused", "torch-fused", "ort-unfused", "eager")
+VARIANTS = ("ort-fused", "ort-fused-graph", "torch-fused", "ort-unfused", "eager")
 
 
 def fail(msg: str) -> None:
@@ -88,20 +91,23 @@ def models(torch, dtype):
 
 
 def sessions(ort, fo, unfused, fused, prec, profile_dir=None):
-    """{variant: session} (a variant whose session ORT refuses: the message instead), on the CUDA EP."""
+    """{variant: session} (a variant whose session ORT refuses: the message instead), on the CUDA EP; profiled
+    (profile_dir) without the CUDA-graph session, whose placement is ort-fused's."""
     popts = [{"device_id": "0", "use_tf32": "0" if prec == "fp32" else "1",
               "arena_extend_strategy": "kSameAsRequested"}, {}]
+    graph = [{**popts[0], "enable_cuda_graph": "1"}, {}]
     out = {}
-    for name, model in (("ort-fused", fused), ("ort-unfused", unfused)):
+    variants = [("ort-fused", fused), ("ort-fused-graph", fused), ("ort-unfused", unfused)]
+    for name, model in variants[::2] if profile_dir else variants:
         so = ort.SessionOptions()
         so.log_severity_level = 3
         if profile_dir:
             so.enable_profiling = True
             so.profile_file_prefix = os.path.join(profile_dir, name)
         try:
-            if name == "ort-fused":
+            if name.startswith("ort-fused"):
                 s = fo.session(model, providers=[CUDA_EP, CPU_EP], allow_tf32=prec != "fp32", sess_options=so,
-                               provider_options=popts)
+                               provider_options=graph if name == "ort-fused-graph" else popts)
             else:
                 s = ort.InferenceSession(model.SerializeToString(), so, providers=[CUDA_EP, CPU_EP],
                                          provider_options=popts)
@@ -115,8 +121,9 @@ def sessions(ort, fo, unfused, fused, prec, profile_dir=None):
     return out
 
 
-def ort_runner(ort, sess, x, y, sync: bool = False):
-    """One run of `sess` on device buffers x -> y (torch CUDA tensors bound by pointer); enqueue only unless sync."""
+def ort_runner(ort, sess, x, y, sync: bool = False, graph_id: int | None = None):
+    """One run of `sess` on device buffers x -> y (torch CUDA tensors bound by pointer); enqueue only unless sync;
+    `graph_id`: the CUDA graph this binding captures and replays (a session with enable_cuda_graph)."""
     io = sess.io_binding()
     elem = ONNX_TYPES[str(x.dtype).replace("torch.", "")]
     io.bind_input(sess.get_inputs()[0].name, "cuda", 0, elem, list(x.shape), x.data_ptr())
@@ -124,6 +131,8 @@ def ort_runner(ort, sess, x, y, sync: bool = False):
     ro = ort.RunOptions()
     if not sync:
         ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    if graph_id is not None:
+        ro.add_run_config_entry("gpu_graph_id", str(graph_id))
 
     def run(_x=None, sess=sess, io=io, ro=ro, keep=(x, y)):
         sess.run_with_iobinding(io, ro)
@@ -173,8 +182,8 @@ def bench_precision(ort, torch, fo, prec, batches, calls, report) -> None:
     ref, new, unfused, fused = models(torch, dtype)
     report["placement"][prec] = where = placement(ort, torch, fo, unfused, fused, prec, dtype)
     skip = {}
-    for name in ("ort-fused", "ort-unfused"):
-        off = off_cuda(where.get(name, "not profiled"))
+    for name in ("ort-fused", "ort-fused-graph", "ort-unfused"):
+        off = off_cuda(where.get(name.replace("-graph", ""), "not profiled"))
         if off:  # a CPU EP node at model 4's size takes seconds a call: not timed
             why = "session refused" if isinstance(off, str) else "nodes off the CUDA EP"
             skip[name] = f"{prec}: {name} not timed: {why}: {off}"
@@ -189,7 +198,8 @@ def bench_precision(ort, torch, fo, prec, batches, calls, report) -> None:
         fns, outs = {}, {}
         for name, s in made.items():
             outs[name] = torch.empty(batch, COUT, HW + K - 1, HW + K - 1, device="cuda", dtype=dtype)
-            runs = {id(x): ort_runner(ort, s, x, outs[name]) for x in xs}
+            graph = name == "ort-fused-graph"
+            runs = {id(x): ort_runner(ort, s, x, outs[name], graph_id=i if graph else None) for i, x in enumerate(xs)}
             fns[name] = lambda x, runs=runs: runs[id(x)]()
         fns.update({"torch-fused": new, "eager": ref})
         torch.cuda.synchronize()  # xs were written on torch's stream; ORT reads them on its own
@@ -198,7 +208,9 @@ def bench_precision(ort, torch, fo, prec, batches, calls, report) -> None:
             for name in VARIANTS:  # first call: plans, cuDNN's algorithm search; a failure is reported
                 if name in fns:
                     try:
-                        fns[name](xs[0])
+                        for x in xs if name == "ort-fused-graph" else xs[:1]:  # each graph: a plain run, a capture
+                            for _ in range(2 if name == "ort-fused-graph" else 1):
+                                fns[name](x)
                         torch.cuda.synchronize()
                         ok[name] = fns[name]
                     except Exception as e:  # noqa: BLE001
@@ -213,15 +225,17 @@ def bench_precision(ort, torch, fo, prec, batches, calls, report) -> None:
                 report["rows"].append({"precision": prec, "batch": batch, "variant": name,
                                        "sync_ms": round(sync[name], 4), "b2b_ms": round(b2b, 4),
                                        "enqueue_us": round(enq, 2)})
-            if "ort-fused" in ok:
-                ok["ort-fused"](xs[0])
+            for mine in ("ort-fused", "ort-fused-graph"):
+                if mine not in ok:
+                    continue
+                ok[mine](xs[0])
                 torch.cuda.synchronize()
-                y_ort = outs["ort-fused"].float()
+                y_ort = outs[mine].float()
                 for other in ("torch-fused", "eager"):
                     if other in ok:
                         diff = (y_ort - ok[other](xs[0]).float()).abs().max().item()
-                        report["accuracy"].append({"precision": prec, "batch": batch, "against": other,
-                                                   "max_abs_diff": diff})
+                        report["accuracy"].append({"precision": prec, "batch": batch, "variant": mine,
+                                                   "against": other, "max_abs_diff": diff})
         del xs, fns, outs, ok
         gc.collect()
         torch.cuda.empty_cache()
@@ -236,9 +250,10 @@ def ratios(rows) -> list[dict]:
     for (prec, batch, variant), r in by.items():
         t = by.get((prec, batch, "torch-fused"))
         u = by.get((prec, batch, "ort-unfused"))
-        if variant != "ort-fused" or t is None:
+        if not variant.startswith("ort-fused") or t is None:
             continue
-        out.append({"precision": prec, "batch": batch, "ort_over_torch_sync": round(r["sync_ms"] / t["sync_ms"], 3),
+        out.append({"precision": prec, "batch": batch, "variant": variant,
+                    "ort_over_torch_sync": round(r["sync_ms"] / t["sync_ms"], 3),
                     "ort_over_torch_b2b": round(r["b2b_ms"] / t["b2b_ms"], 3),
                     "unfused_over_fused_sync": round(u["sync_ms"] / r["sync_ms"], 3) if u else None,
                     "met": r["sync_ms"] / t["sync_ms"] <= TARGET})
@@ -248,16 +263,16 @@ def ratios(rows) -> list[dict]:
 def print_report(report) -> None:
     print(f"\nmodel 4 on {report['gpu']}, torch {report['torch']}, onnxruntime {report['onnxruntime']}, "
           f"{report['calls']} calls a variant")
-    print(f"{'prec':5s} {'batch':>5s} {'variant':12s} {'sync ms':>9s} {'b2b ms':>9s} {'enqueue us':>10s}")
+    print(f"{'prec':5s} {'batch':>5s} {'variant':15s} {'sync ms':>9s} {'b2b ms':>9s} {'enqueue us':>10s}")
     for r in report["rows"]:
-        print(f"{r['precision']:5s} {r['batch']:5d} {r['variant']:12s} {r['sync_ms']:9.3f} {r['b2b_ms']:9.3f} "
+        print(f"{r['precision']:5s} {r['batch']:5d} {r['variant']:15s} {r['sync_ms']:9.3f} {r['b2b_ms']:9.3f} "
               f"{r['enqueue_us']:10.1f}")
     for q in report["ratios"]:
         unf = f", unfused / fused ORT {q['unfused_over_fused_sync']:.2f}" if q["unfused_over_fused_sync"] else ""
-        print(f"{q['precision']} batch {q['batch']}: ORT fused / PyTorch fused sync {q['ort_over_torch_sync']:.3f}, "
+        print(f"{q['precision']} batch {q['batch']}: {q['variant']} / PyTorch fused sync {q['ort_over_torch_sync']:.3f}, "
               f"b2b {q['ort_over_torch_b2b']:.3f} (target <= {TARGET}: {'met' if q['met'] else 'NOT met'}){unf}")
     for a in report["accuracy"]:
-        print(f"{a['precision']} batch {a['batch']}: max |ORT fused - {a['against']}| = {a['max_abs_diff']:.3g}")
+        print(f"{a['precision']} batch {a['batch']}: max |{a['variant']} - {a['against']}| = {a['max_abs_diff']:.3g}")
     for n in report["notes"]:
         print(f"note: {n}")
     for e in report["errors"]:
