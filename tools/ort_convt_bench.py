@@ -270,7 +270,8 @@ def print_report(report) -> None:
     for q in report["ratios"]:
         unf = f", unfused / fused ORT {q['unfused_over_fused_sync']:.2f}" if q["unfused_over_fused_sync"] else ""
         print(f"{q['precision']} batch {q['batch']}: {q['variant']} / PyTorch fused sync "
-              f"{q['ort_over_torch_sync']:.3f}, b2b {q['ort_over_torch_b2b']:.3f} (target <= {TARGET}: {'met' if q['met'] else 'NOT met'}){unf}")
+              f"{q['ort_over_torch_sync']:.3f}, b2b {q['ort_over_torch_b2b']:.3f} "
+              f"(target <= {TARGET}: {'met' if q['met'] else 'NOT met'}){unf}")
     for a in report["accuracy"]:
         print(f"{a['precision']} batch {a['batch']}: max |{a['variant']} - {a['against']}| = {a['max_abs_diff']:.3g}")
     for n in report["notes"]:
