@@ -9,23 +9,11 @@ namespace fusedops::trt {
 using nvinfer1::DimensionOperation;
 using nvinfer1::IDimensionExpr;
 
-nvinfer1::IPluginV3* ConvTransposeGroupNormActPlugin::clone() noexcept {
-  try {
-    return new ConvTransposeGroupNormActPlugin(mCfg);
-  } catch (...) {
-    return nullptr;
-  }
-}
-
-std::string ConvTransposeGroupNormActPlugin::inputName(int32_t index) const {
-  static char const* const kNames[] = {"X", "W", "B", "gamma", "beta"};
-  return index < 5 ? kNames[index] : "extra_" + std::to_string(index - 5);
-}
-
 // Per spatial dim i: strides[i] * (input[i] - 1) + output_padding[i] + dilations[i] * (kernel[i] - 1) + 1
 // - pads_begin[i] - pads_end[i] (fusedops_conv_desc), times min(input[i], 1): an empty input gives an empty output,
 // as the library's shape rule has it. Batch and input sizes stay symbolic; constants fold. A null from the builder
 // propagates (getOutputShapes then refuses with a message).
+template <>
 void ConvTransposeGroupNormActPlugin::outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
                                                   nvinfer1::IExprBuilder& builder) const {
   nvinfer1::DimsExprs const& x = inputs[0];

@@ -123,41 +123,43 @@ class FusedOpPlugin : public nvinfer1::IPluginV3,
   std::shared_ptr<PlanHolder> mPlan;  // this execution context's (attachToContext clones the plugin)
 };
 
-class GroupNormActPlugin final : public FusedOpPlugin {
+// One op's plugin: FusedOpPlugin plus the op's input names, data-typed inputs and output shape (outputExprs, in the
+// op's own .cpp: group_norm_act_plugin.cpp, gemm_group_norm_act_plugin.cpp, convtranspose_group_norm_act_plugin.cpp).
+template <OpKind K>
+class OpPlugin final : public FusedOpPlugin {
  public:
   using FusedOpPlugin::FusedOpPlugin;
-  nvinfer1::IPluginV3* clone() noexcept override;
+  nvinfer1::IPluginV3* clone() noexcept override {
+    try {
+      return new OpPlugin(mCfg);
+    } catch (...) {
+      return nullptr;
+    }
+  }
 
  protected:
-  int32_t numDataTypedInputs() const noexcept override { return 1; }
-  std::string inputName(int32_t index) const override;
+  static constexpr bool kHasW = K != OpKind::kGroupNormAct;  // X · Wᵀ or ConvTranspose(X, W): W typed as X, and B
+  int32_t numDataTypedInputs() const noexcept override { return kHasW ? 2 : 1; }
+  std::string inputName(int32_t index) const override {
+    static char const* const kNames[] = {"X", "W", "B", "gamma", "beta"};
+    const int32_t fixed = kHasW ? 5 : 3;
+    if (index >= fixed) return "extra_" + std::to_string(index - fixed);
+    return kNames[kHasW || index == 0 ? index : index + 2];
+  }
   void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
                    nvinfer1::IExprBuilder& builder) const override;
 };
-
-class GemmGroupNormActPlugin final : public FusedOpPlugin {
- public:
-  using FusedOpPlugin::FusedOpPlugin;
-  nvinfer1::IPluginV3* clone() noexcept override;
-
- protected:
-  int32_t numDataTypedInputs() const noexcept override { return 2; }
-  std::string inputName(int32_t index) const override;
-  void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
-                   nvinfer1::IExprBuilder& builder) const override;
-};
-
-class ConvTransposeGroupNormActPlugin final : public FusedOpPlugin {
- public:
-  using FusedOpPlugin::FusedOpPlugin;
-  nvinfer1::IPluginV3* clone() noexcept override;
-
- protected:
-  int32_t numDataTypedInputs() const noexcept override { return 2; }
-  std::string inputName(int32_t index) const override;
-  void outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
-                   nvinfer1::IExprBuilder& builder) const override;
-};
+using GroupNormActPlugin = OpPlugin<OpKind::kGroupNormAct>;
+using GemmGroupNormActPlugin = OpPlugin<OpKind::kGemmGroupNormAct>;
+using ConvTransposeGroupNormActPlugin = OpPlugin<OpKind::kConvTransposeGroupNormAct>;
+template <>
+void GroupNormActPlugin::outputExprs(nvinfer1::DimsExprs const*, nvinfer1::DimsExprs&, nvinfer1::IExprBuilder&) const;
+template <>
+void GemmGroupNormActPlugin::outputExprs(nvinfer1::DimsExprs const*, nvinfer1::DimsExprs&,
+                                         nvinfer1::IExprBuilder&) const;
+template <>
+void ConvTransposeGroupNormActPlugin::outputExprs(nvinfer1::DimsExprs const*, nvinfer1::DimsExprs&,
+                                                  nvinfer1::IExprBuilder&) const;
 
 // IPluginCreatorV3One for one op; creates the plugin in both phases from the same field set.
 class FusedOpCreator final : public nvinfer1::IPluginCreatorV3One {

@@ -5,19 +5,7 @@
 
 namespace fusedops::trt {
 
-nvinfer1::IPluginV3* GemmGroupNormActPlugin::clone() noexcept {
-  try {
-    return new GemmGroupNormActPlugin(mCfg);
-  } catch (...) {
-    return nullptr;
-  }
-}
-
-std::string GemmGroupNormActPlugin::inputName(int32_t index) const {
-  static char const* const kNames[] = {"X", "W", "B", "gamma", "beta"};
-  return index < 5 ? kNames[index] : "extra_" + std::to_string(index - 5);
-}
-
+template <>
 void GemmGroupNormActPlugin::outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
                                          nvinfer1::IExprBuilder& builder) const {
   nvinfer1::DimsExprs const& x = inputs[0];

@@ -5,19 +5,7 @@
 
 namespace fusedops::trt {
 
-nvinfer1::IPluginV3* GroupNormActPlugin::clone() noexcept {
-  try {
-    return new GroupNormActPlugin(mCfg);
-  } catch (...) {
-    return nullptr;
-  }
-}
-
-std::string GroupNormActPlugin::inputName(int32_t index) const {
-  static char const* const kNames[] = {"X", "gamma", "beta"};
-  return index < 3 ? kNames[index] : "extra_" + std::to_string(index - 3);
-}
-
+template <>
 void GroupNormActPlugin::outputExprs(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs& output,
                                      nvinfer1::IExprBuilder& builder) const {
   nvinfer1::DimsExprs const& x = inputs[0];
