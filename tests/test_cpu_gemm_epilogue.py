@@ -70,14 +70,24 @@ def test_group_sizes_and_chains_match_float64(abi, backend, shape, chains, bias)
     a, (x, w, b, gamma, beta, extras), ref = _inputs(M, K, C, G, *chains, bias=bias)
     out = torch.full(ref.shape, float("nan"))  # Y is the GEMM's output: nothing of it may be read before written
     y = abi.gemm_groupnorm_act_cpu(x, w, b, gamma, beta, extras, a, out=out)
-    # Groups of 4 channels a row can draw a tiny spread, and normalising divides float32's rounding by it: beside the
-    # fixed tolerance, allow twice the error the same math has in float32 PyTorch on these inputs (seed 1781859699:
-    # one element of 140 800 at 1.4e-4).
-    eager32 = catalog.gemm_group_norm_act_reference(x, w, b if bias else torch.zeros(C), gamma, beta, extras, a)
-    bound = max(TOL[torch.float32], 2 * (eager32.double() - ref).abs().max().item())
-    err = (y.double() - ref).abs().max().item()
-    assert err <= bound and not y.isnan().any(), (err, bound)
-    torch.testing.assert_close(y.double(), ref, rtol=TOL[torch.float32], atol=bound)
+    assert not y.isnan().any()
+    err = (y.double() - ref).abs()
+    assert (err <= TOL[torch.float32] + _float32_gemm_slack(a, x, w, b, gamma, extras, G)).all(), err.max().item()
+
+
+def _float32_gemm_slack(a, x, w, b, gamma, extras, G) -> torch.Tensor:
+    """What the float32 GEMM's own rounding may move an output by: its typical error sqrt(K) u (|x| |w|^T + |b| +
+    |extras|), times |gamma| and the post chain's scale (extras <= 1.5), over the group's sqrt(var + eps). Groups of 4
+    channels can draw a spread near 0 where the GEMM output itself is a cancellation (seed 1773408489, blas: 1.5e-4
+    at a group [4e-4, 0, 0, 0] after ReLU; torch's float32 GEMM 2.5e-5 there by its summation order), so a fixed
+    tolerance fails on luck; the slack is ~1e-6 on ordinary groups."""
+    xd, wd = x.double(), w.double()
+    K, C = xd.shape[1], wd.shape[0]
+    bd = b.double() if b is not None else torch.zeros(C, dtype=torch.float64)
+    magnitude = xd.abs() @ wd.abs().T + bd.abs() + sum(e.double().abs() for e in extras)
+    pre = catalog.apply_chain(xd @ wd.T + bd, a.pre, [e.double() for e in extras])
+    var = pre.reshape(pre.shape[0], G, -1).var(dim=2, unbiased=False).repeat_interleave(C // G, dim=1)
+    return 4 * math.sqrt(K) * 2.0**-24 * magnitude * gamma.double().abs() * 1.5 / (var + a.epsilon).sqrt()
 
 
 @pytest.mark.parametrize("dtype,reduce", [(torch.bfloat16, ""), (torch.float16, ""), (torch.float32, "mean"),
