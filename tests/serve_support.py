@@ -6,6 +6,9 @@ from __future__ import annotations
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from fusedops.errors import FusedopsError
+from fusedops.serve.native_repo import backend_library, onnxruntime_library
+
 TIMEOUT_S = 30.0
 
 
@@ -21,3 +24,13 @@ def grpc_infer(srv, x):
         inp = grpcclient.InferInput("input", list(x.shape), "FP32")
         inp.set_data_from_numpy(x)
         return c.infer(srv.model_name, [inp], client_timeout=TIMEOUT_S).as_numpy("output")
+
+
+def native_unavailable() -> str | None:
+    """Why fusedops' native Triton backend cannot be served here (None: it can)."""
+    try:
+        backend_library()
+        onnxruntime_library()
+    except FusedopsError as e:
+        return str(e)
+    return None

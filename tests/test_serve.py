@@ -31,6 +31,7 @@ from fusedops.serve.loadtest import LoadOptions, run_loadtest  # noqa: E402
 from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
 from fusedops.serve.server import TEST_DELAY_ENV, ServeOptions, resolve_server  # noqa: E402
 from serve_support import TIMEOUT_S, grpc_infer as _grpc_infer, http_infer as _http_infer  # noqa: E402
+from serve_support import native_unavailable  # noqa: E402
 
 ATOL = RTOL = 1e-4  # float32 on the CPU against float64
 
@@ -53,16 +54,22 @@ def model1_onnx(tmp_path_factory):
     return export("1", str(tmp_path_factory.mktemp("serve") / "model1.onnx"))
 
 
-@pytest.fixture(scope="module")
-def server(model1_onnx, tmp_path_factory):
+# Both tritonserver paths: the model in the Python backend's stub (default), and fusedops' C++ backend (--server
+# native, plugins/triton; its own refusals and drain: test_serve_native.py).
+@pytest.fixture(scope="module", params=["tritonserver", "native"])
+def server(model1_onnx, tmp_path_factory, request):
+    if request.param == "native" and native_unavailable():
+        pytest.skip(native_unavailable())
     srv = start_server(str(model1_onnx), tmp_path_factory.mktemp("server"), "--max-batch-size", "32",
-                       "--max-queue-delay-us", "500")
+                       "--max-queue-delay-us", "500", "--server", request.param)
+    srv.kind = request.param
     yield srv
     srv.stop()
 
 
 def test_ready_and_metadata(server):
     assert "on ort-cpu (cpu) via tritonserver" in server.ready_line
+    assert ("native fusedops backend" in server.ready_line) == (server.kind == "native"), server.ready_line
     with httpclient.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) as c:
         assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("fusedops")
         md = c.get_model_metadata("fusedops")

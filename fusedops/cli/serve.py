@@ -19,8 +19,9 @@ def add_arguments(p) -> None:
                         "the source here; torch-eager serves the unfused reference Model (a baseline)")
     p.add_argument("--server", choices=SERVERS, default="auto",
                    help="tritonserver: PyTriton's bundled tritonserver runs the model in its Python-backend stub; "
-                        "pytriton: PyTriton's proxy to this process (≈ 3 ms more a request, docs/serving.md); auto "
-                        "(default): tritonserver, pytriton for a TensorRT engine")
+                        "native: the same tritonserver with fusedops' C++ backend (ONNX Runtime in its process, no "
+                        "stub; ort-cpu / ort-cuda); pytriton: PyTriton's proxy to this process (≈ 3 ms more a "
+                        "request, docs/serving.md); auto (default): tritonserver, pytriton for a TensorRT engine")
     p.add_argument("--size", choices=["small", "bench"], default="small", help="size of a reference model key")
     p.add_argument("--model-name", default="fusedops", help="the name clients address (default fusedops)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
@@ -33,8 +34,8 @@ def add_arguments(p) -> None:
                    help="how long the dynamic batcher waits to fill a batch (microseconds; default 0: Triton "
                         "batches what queues while the model runs)")
     p.add_argument("--instances", type=int, default=1,
-                   help="model instances, each its own stub process that Triton hands batches to (--server "
-                        "tritonserver; default 1)")
+                   help="model instances that Triton hands batches to: stub processes (--server tritonserver) or "
+                        "sessions in the server (--server native); default 1")
     p.add_argument("--exit-timeout", type=int, default=10,
                    help="seconds to finish in-flight requests after SIGINT / SIGTERM")
     p.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
@@ -48,4 +49,4 @@ def run(a) -> int:
                            max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
                            exit_timeout_s=a.exit_timeout, log_verbose=a.log_verbose, triton_log=a.triton_log,
                            server=a.server, instances=a.instances)
-    return (serve_tritonserver if resolve_server(options) == "tritonserver" else serve)(options)
+    return (serve_tritonserver if resolve_server(options) in ("tritonserver", "native") else serve)(options)

@@ -50,13 +50,14 @@ class ServeOptions:
     exit_timeout_s: int = 10
     log_verbose: int = 0
     triton_log: str | None = None  # tritonserver's own log file; None: a fresh temporary file (named when ready)
-    # tritonserver: the model in the Python-backend stub; pytriton: PyTriton's proxy to this process; auto:
-    # tritonserver, except pytriton for a TensorRT engine (the stub path serves ONNX Runtime and PyTorch)
+    # tritonserver: the model in the Python-backend stub; native: fusedops' C++ Triton backend (ONNX Runtime in
+    # tritonserver's process); pytriton: PyTriton's proxy to this process; auto: tritonserver, except pytriton for a
+    # TensorRT engine (the stub path serves ONNX Runtime and PyTorch)
     server: str = "auto"
-    instances: int = 1  # model instances (stub processes) on the tritonserver path
+    instances: int = 1  # model instances (stub processes / native sessions) on the tritonserver and native paths
 
 
-SERVERS = ("auto", "tritonserver", "pytriton")
+SERVERS = ("auto", "tritonserver", "native", "pytriton")
 
 
 def resolve_server(o: ServeOptions) -> str:
@@ -93,9 +94,10 @@ def check_port_free(host: str, port: int, what: str) -> None:
 def check_options(o: ServeOptions) -> None:
     if o.server not in SERVERS:
         raise FusedopsError(f"--server must be one of {', '.join(SERVERS)}, got {o.server!r}")
-    if o.instances < 1 or (o.instances > 1 and resolve_server(o) != "tritonserver"):
-        raise FusedopsError(f"--instances must be >= 1, and more than 1 needs --server tritonserver (PyTriton's "
-                            f"path runs one inference function), got {o.instances} with --server {o.server}")
+    if o.instances < 1 or (o.instances > 1 and resolve_server(o) == "pytriton"):
+        raise FusedopsError(f"--instances must be >= 1, and more than 1 needs --server tritonserver or native "
+                            f"(PyTriton's path runs one inference function), got {o.instances} with --server "
+                            f"{o.server}")
     if o.max_batch_size < 1:
         raise FusedopsError(f"--max-batch-size must be >= 1, got {o.max_batch_size}")
     if o.max_queue_delay_us < 0:

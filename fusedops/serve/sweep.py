@@ -152,13 +152,16 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
               skip_baseline: bool = False,
               compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
               client_processes: int | None = None, compare_instances: int = 1,
-              compare_delay_us: int | None = None, use_perf_analyzer: str = "auto") -> dict:
+              compare_delay_us: int | None = None, use_perf_analyzer: str = "auto",
+              fused_server: str = "tritonserver") -> dict:
     """The fused model behind the default server (its points are judged against the targets), then, unless skipped,
     the same model behind PyTriton's proxy and eager PyTorch behind PyTriton for ``compare_durations`` (default:
     ``durations``); with ``compare_instances`` > 1 also the default server with that many model instances at the
     top concurrency; with ``compare_delay_us`` also the default server with that dynamic-batching delay (the same
     concurrencies, ``compare_durations``), so two delays are compared in one run. ``use_perf_analyzer`` ("auto":
-    where it runs, "on", "off") times the default server's points a second time with Triton's perf_analyzer."""
+    where it runs, "on", "off") times the default server's points a second time with Triton's perf_analyzer.
+    ``fused_server``: the fused side's server ("tritonserver": the model in the Python stub; "native": fusedops'
+    C++ backend, ONNX backends only); the compared sides follow it, except PyTriton's."""
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
@@ -172,7 +175,7 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
     report = {"date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),
               "model": model_key, "size": size, "concurrency": concurrency,
               "durations_s": {str(k): v for k, v in durations.items()}, "max_queue_delay_us": max_queue_delay_us,
-              "client_processes": client_processes}
+              "client_processes": client_processes, "fused_server": fused_server}
     # First, so a machine without the PyTorch ops fails before minutes of load, not after (2026-11-24, H200).
     report["inprocess_modelnew"] = inprocess_latency(model_key, size)
     pa_reason = perf_analyzer.unavailable_reason() if use_perf_analyzer != "off" else "off (--perf-analyzer off)"
@@ -180,17 +183,17 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
         raise FusedopsError(f"--perf-analyzer on: {pa_reason}")
     report["perf_analyzer"] = pa_reason or perf_analyzer.binary()
     report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
-                                      tolerance, max_queue_delay_us, client_processes=client_processes,
+                                      tolerance, max_queue_delay_us, fused_server, client_processes=client_processes,
                                       with_perf_analyzer=pa_reason is None)
     if compare_instances > 1:  # the same server with more stub processes, at the top concurrency only
         top = max(concurrency)
         report["fused_instances"] = _serve_and_load(
             source, fused_backend, model_key, size, out / "fused_instances", [top], compare_durations, tolerance,
-            max_queue_delay_us, client_processes=client_processes, instances=compare_instances)
+            max_queue_delay_us, fused_server, client_processes=client_processes, instances=compare_instances)
     if compare_delay_us is not None:
         report["fused_delay"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused_delay",
                                                 concurrency, compare_durations, tolerance, compare_delay_us,
-                                                client_processes=client_processes)
+                                                fused_server, client_processes=client_processes)
         report["fused_delay"]["max_queue_delay_us"] = compare_delay_us
     if not skip_pytriton:
         report["fused_pytriton"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused_pytriton",
@@ -280,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also the default server with this --max-queue-delay-us (both delays in one run)")
     p.add_argument("--skip-baseline", action="store_true", help="no eager PyTorch side")
     p.add_argument("--skip-pytriton", action="store_true", help="no fused side behind PyTriton's proxy")
+    p.add_argument("--fused-server", choices=["tritonserver", "native"], default="tritonserver",
+                   help="the fused side's server: the model in the Python stub, or fusedops' C++ backend (ONNX)")
     p.add_argument("--perf-analyzer", choices=["auto", "on", "off"], default="auto",
                    help="also time the default server with Triton's perf_analyzer (auto: where it runs)")
     a = p.parse_args(argv)
@@ -294,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{sorted(durations)}; give the same")
         report = run_sweep(Path(a.out), a.model, a.size, a.backend, sorted(durations), durations, a.tolerance,
                            a.max_queue_delay_us, a.skip_baseline, compare, a.skip_pytriton, a.client_processes,
-                           a.compare_instances, a.compare_delay_us, a.perf_analyzer)
+                           a.compare_instances, a.compare_delay_us, a.perf_analyzer, a.fused_server)
     except FusedopsError as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2

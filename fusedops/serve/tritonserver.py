@@ -1,6 +1,7 @@
 """`fusedops serve --server tritonserver` (the default): the ``tritonserver`` binary that PyTriton's wheel carries,
 run directly on a Python-backend model repository whose model (``triton_model.py``) loads the fused model inside
-the backend's stub process.
+the backend's stub process. `--server native`: the same binary on a repository for fusedops' own C++ backend
+(``native_repo.py``, plugins/triton), ONNX Runtime in tritonserver's process, no stub.
 
 Why not PyTriton's own path: PyTriton's stub forwards every batch over ZeroMQ to the ``fusedops serve`` process and
 back; measured on the CPU machine (docs/serving.md) that hop costs ≈ 3 ms of the ≈ 4 ms a request took, while the
@@ -32,8 +33,9 @@ from pathlib import Path
 from fusedops.errors import FusedopsError
 
 from .backends import _export_to_temp, choose_backend, onnx_specs, torch_specs
+from .native_repo import BACKEND_NAME, backend_library, write_native_model
 from .python_repo import write_python_model
-from .server import ServeOptions, _last_error, _print_ready, _StopRequest, check_options, is_loopback
+from .server import ServeOptions, _last_error, _print_ready, _StopRequest, check_options, is_loopback, resolve_server
 
 STARTUP_TIMEOUT_S = 300.0
 # Triton's APIs that change server state; restricted to a header only this process knows (PyTriton does the same).
@@ -62,27 +64,42 @@ def bundled_tritonserver() -> tuple[Path, Path, Path, Path]:
     return paths
 
 
-def _server_env(libs: Path) -> dict[str, str]:
+def _cuda_wheel_libraries() -> list[str]:
+    """The lib folders of NVIDIA's CUDA wheels (nvidia/*/lib, as torch and onnxruntime-gpu install them): the
+    native backend's ONNX Runtime loads cuDNN / cuBLAS by soname inside tritonserver, where no Python preloads them."""
+    found = []
+    for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        found += sorted(str(p) for p in Path(site).glob("nvidia/*/lib") if p.is_dir())
+    return found
+
+
+def _server_env(libs: Path, cuda_wheels: bool = False) -> dict[str, str]:
     """tritonserver's environment: this interpreter's libpython first (the stub links it by soname; see
-    server._python_library_first), the wheel's bundled libraries, and this environment's bin first on PATH, so the
-    stub's embedded Python finds this environment's site-packages (as PyTriton arranges)."""
+    server._python_library_first), the wheel's bundled libraries (and with ``cuda_wheels`` NVIDIA's CUDA wheels'),
+    and this environment's bin first on PATH, so the stub's embedded Python finds this environment's site-packages
+    (as PyTriton arranges)."""
     env = dict(os.environ)
     libdir = sysconfig.get_config_var("LIBDIR")
-    ld = [p for p in (libdir, str(libs), env.get("LD_LIBRARY_PATH", "")) if p]
+    extra = _cuda_wheel_libraries() if cuda_wheels else []
+    ld = [p for p in (libdir, str(libs), *extra, env.get("LD_LIBRARY_PATH", "")) if p]
     env["LD_LIBRARY_PATH"] = ":".join(ld)
     env["PATH"] = f"{Path(sys.exec_prefix) / 'bin'}:{env.get('PATH', '')}"
     return env
 
 
-def _backend_folder(workspace: Path, python_backend: Path, stub: Path) -> Path:
+def _backend_folder(workspace: Path, python_backend: Path, stub: Path, native: Path | None = None) -> Path:
     """backends/python/ with links to the wheel's Python backend and this Python's stub (the backend runs the stub
-    found beside it; the wheel keeps one per Python version elsewhere)."""
+    found beside it; the wheel keeps one per Python version elsewhere); with ``native``, also backends/fusedops/
+    holding libtriton_fusedops.so."""
     folder = workspace / "backends" / "python"
     folder.mkdir(parents=True)
     for item in python_backend.iterdir():
         if item.is_file():
             (folder / item.name).symlink_to(item)
     (folder / stub.name).symlink_to(stub)
+    if native is not None:
+        (workspace / "backends" / BACKEND_NAME).mkdir()
+        (workspace / "backends" / BACKEND_NAME / native.name).symlink_to(native)
     return folder.parent
 
 
@@ -120,6 +137,11 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
         print(f"fusedops serve: warning: listening on {o.host}, not loopback: anyone who can reach this machine can "
               f"send requests", file=sys.stderr)
     backend, kind = choose_backend(o.source, o.backend)
+    native = resolve_server(o) == "native"
+    if native and not backend.startswith("ort-"):
+        raise FusedopsError(f"--server native runs ONNX Runtime (ort-cpu / ort-cuda), not {backend}; serve PyTorch "
+                            f"backends with --server tritonserver")
+    native_lib = backend_library() if native else None
     if kind == "engine":
         raise FusedopsError("--server tritonserver runs ONNX Runtime or PyTorch in the Python backend; serve a "
                             "TensorRT engine with --server pytriton, or with tritonserver's TensorRT backend "
@@ -131,17 +153,21 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
 
     workspace = Path(tempfile.mkdtemp(prefix="fusedops-serve-"))
     log_path = Path(o.triton_log) if o.triton_log else workspace / "triton.log"
-    # KIND_CPU, as PyTriton deploys its models: the stub itself puts its work on the GPU
-    _, batched = write_python_model(workspace / "repo", o.model_name, source, backend, o.size, inputs, outputs,
-                                    max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
-                                    instances=o.instances, kind="cpu", sys_path=[p for p in sys.path if p],
-                                    copy_source=False)
-    backends = _backend_folder(workspace, python_backend, stub)
+    if native:  # libtriton_fusedops.so in tritonserver's process: KIND_GPU instances for ort-cuda
+        _, batched = write_native_model(workspace / "repo", o.model_name, source, backend, inputs, outputs,
+                                        max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
+                                        instances=o.instances, copy_source=False)
+    else:  # KIND_CPU, as PyTriton deploys its models: the stub itself puts its work on the GPU
+        _, batched = write_python_model(workspace / "repo", o.model_name, source, backend, o.size, inputs, outputs,
+                                        max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
+                                        instances=o.instances, kind="cpu", sys_path=[p for p in sys.path if p],
+                                        copy_source=False)
+    backends = _backend_folder(workspace, python_backend, stub, native_lib)
     token = secrets.token_urlsafe(16)
     # stdout / stderr of tritonserver (and of the stub: the model's own prints) go to the same log file.
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(_command(o, binary, workspace / "repo", backends, log_path, token), stdout=log,
-                                stderr=subprocess.STDOUT, env=_server_env(libs))
+                                stderr=subprocess.STDOUT, env=_server_env(libs, native and backend == "ort-cuda"))
     stop = _StopRequest()
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     rc = 0
@@ -154,7 +180,8 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
             device = "cuda" if backend in ("ort-cuda", "torch-cuda") or (backend == "torch-eager" and _cuda()) \
                 else "cpu"
             (ready or _print_ready)({
-                "model": o.model_name, "backend": backend, "device": device, "server": "tritonserver",
+                "model": o.model_name, "backend": backend, "device": device,
+                "server": "tritonserver (native fusedops backend)" if native else "tritonserver",
                 "http": f"{o.host}:{o.http_port}", "grpc": f"{o.host}:{o.grpc_port}", "batched": batched,
                 "max_batch_size": o.max_batch_size if batched else 0, "notes": notes, "triton_log": str(log_path)})
         rc = stop.wait(lambda: None if proc.poll() is None else

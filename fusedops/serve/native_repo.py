@@ -1,0 +1,103 @@
+"""A Triton model repository served by fusedops' native backend (``backend: "fusedops"``, libtriton_fusedops.so from
+plugins/triton): ONNX Runtime + libfusedops_ort.so inside tritonserver's own process, no Python stub.
+
+    OUT/<name>/config.pbtxt          ModelConfig: backend "fusedops", real tensor names, batching, instance group
+    OUT/<name>/fusedops_backend.cfg  what the backend loads: ONNX Runtime (the installed onnxruntime package's own
+                                     libonnxruntime), libfusedops_ort.so, the model, the EP (plugins/triton/
+                                     backend_config.h)
+    OUT/<name>/1/model.onnx          the fused ONNX (copied; or named by its absolute path)
+
+Why: the Python backend's stub costs ≈ 110 µs of work a request (H200, docs/serving.md), which caps throughput under
+load whatever the model costs; here a dynamic batch is one gather, one ONNX Runtime run and one scatter.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from fusedops import ort as fo_ort
+from fusedops.errors import FusedopsError
+from fusedops.plugins import cpu_blas, native
+
+from .backends import TensorSpec
+from .repository import RepoOptions, build_config, config_text, parse_config
+
+BACKEND_NAME = "fusedops"
+BACKEND_LIBRARY = "triton_fusedops"  # libtriton_fusedops.so, as Triton names a backend's library
+CONFIG_FILE = "fusedops_backend.cfg"
+ONNX_FILE = "model.onnx"
+
+
+def backend_library() -> Path:
+    """libtriton_fusedops.so of this build; FusedopsError saying how to build it."""
+    path = native.library_path(BACKEND_LIBRARY)
+    if path is None:
+        raise FusedopsError("the native Triton backend (libtriton_fusedops.so) is not built: run `fusedops "
+                            "build-native` with the ONNX Runtime headers present (scripts/get_native_deps.sh)")
+    return path
+
+
+def onnxruntime_library() -> Path:
+    """The installed onnxruntime package's libonnxruntime (the backend dlopens the ORT fusedops.ort uses)."""
+    try:
+        import onnxruntime  # lazy: its absence is reported in one line
+    except ImportError as e:
+        raise FusedopsError(f"onnxruntime is not installed: {e}") from None
+    found = sorted((Path(onnxruntime.__file__).parent / "capi").glob("libonnxruntime.so*"))
+    if not found:
+        raise FusedopsError(f"onnxruntime {onnxruntime.__version__} ships no libonnxruntime.so in its capi folder "
+                            f"(the native backend needs ONNX Runtime 1.21 or later as a shared library)")
+    return found[-1].resolve()
+
+
+def _check_line_value(key: str, value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise FusedopsError(f"{CONFIG_FILE}: the value of {key} holds a line break: {value!r}")
+    return value
+
+
+def write_native_model(out: Path, model_name: str, source: str, runtime: str, inputs: list[TensorSpec],
+                       outputs: list[TensorSpec], *, max_batch_size: int = 64, max_queue_delay_us: int = 0,
+                       instances: int = 1, intra_op_threads: int = 0, copy_source: bool = True,
+                       force: bool = False) -> tuple[Path, bool]:
+    """Write OUT/<model_name> for the fused ONNX ``source`` on ``runtime`` (ort-cpu: KIND_CPU instances on the CPU
+    EP; ort-cuda: KIND_GPU instances, the CUDA EP on each instance's GPU). Returns (model folder, batched)."""
+    if runtime not in ("ort-cpu", "ort-cuda"):
+        raise FusedopsError(f"the native backend serves ort-cpu or ort-cuda, not {runtime!r} (PyTorch backends: "
+                            f"--server tritonserver)")
+    if not source.lower().endswith(".onnx") or not Path(source).is_file():
+        raise FusedopsError(f"the native backend serves a fused .onnx file; {source!r} is not one")
+    op_library = fo_ort.library_path()
+    if runtime == "ort-cuda" and not fo_ort.library_has_cuda():
+        raise FusedopsError("ort-cuda needs libfusedops_ort.so built with CUDA (fusedops build-native --cuda on)")
+    model_dir = Path(out) / model_name
+    if model_dir.exists() and not force:
+        raise FusedopsError(f"model folder {str(model_dir)!r} exists; pass --force to replace it")
+    options = RepoOptions(source=source, out=str(out), model_name=model_name, max_batch_size=max_batch_size,
+                          max_queue_delay_us=max_queue_delay_us, instances=instances)
+    cfg, batched = build_config(model_name, "", inputs, outputs, options, "gpu" if runtime == "ort-cuda" else "cpu",
+                                None)
+    cfg.backend = BACKEND_NAME
+    text = config_text(cfg)
+    parse_config(text)  # round-trips through Triton's schema before anything is written
+    settings = {"onnxruntime_library": str(onnxruntime_library()), "op_library": str(op_library),
+                "model": f"1/{ONNX_FILE}" if copy_source else str(Path(source).resolve()),
+                "provider": "cuda" if runtime == "ort-cuda" else "cpu", "batched": str(int(batched)),
+                "intra_op_threads": str(intra_op_threads)}
+    blas = cpu_blas.default_choice()
+    if blas:
+        settings[f"config.{fo_ort.CONFIG_CPU_BLAS}"] = blas
+    if intra_op_threads > 0:
+        settings[f"config.{fo_ort.CONFIG_INTRA_OP_THREADS}"] = str(intra_op_threads)
+    lines = [f"{key}={_check_line_value(key, value)}" for key, value in settings.items()]
+
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    (model_dir / "1").mkdir(parents=True)
+    if copy_source:
+        shutil.copyfile(source, model_dir / "1" / ONNX_FILE)
+    (model_dir / "config.pbtxt").write_text(text)
+    (model_dir / CONFIG_FILE).write_text("# fusedops native Triton backend (plugins/triton/backend_config.h)\n" +
+                                         "\n".join(lines) + "\n")
+    return model_dir, batched

@@ -1,0 +1,158 @@
+"""fusedops' native Triton backend (plugins/triton, ``fusedops serve --server native``) beyond test_serve.py's shared
+checks (which run every client test against it too): SIGTERM under load, an unbatched model, the refusals of the
+serve command, and tritonserver started by hand on repositories whose fusedops_backend.cfg is wrong: the model fails
+to load with the backend's message naming the problem, and a model path leaving the model folder is refused."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("pytriton", reason="PyTriton (the serve extra) is not installed: pip install -e '.[serve]'")
+httpclient = pytest.importorskip("tritonclient.http", reason="tritonclient[http] (the serve extra) is not installed")
+
+from fusedops import ort as fo_ort  # noqa: E402
+from fusedops.api import export  # noqa: E402
+from fusedops.errors import FusedopsError  # noqa: E402
+from fusedops.models.registry import get_entry  # noqa: E402
+from fusedops.serve.backends import onnx_specs  # noqa: E402
+from fusedops.serve.native_repo import CONFIG_FILE, backend_library, write_native_model  # noqa: E402
+from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
+from fusedops.serve.server import ServeOptions, check_options  # noqa: E402
+from fusedops.serve.tritonserver import _backend_folder, _server_env, bundled_tritonserver  # noqa: E402
+from serve_support import TIMEOUT_S, grpc_infer, http_infer, native_unavailable  # noqa: E402
+
+ATOL = RTOL = 1e-4
+pytestmark = pytest.mark.skipif(fo_ort.unavailable_reason() is not None or native_unavailable() is not None,
+                                reason=f"libfusedops_ort.so or the native backend is not built: "
+                                       f"{fo_ort.unavailable_reason() or native_unavailable()}")
+
+
+def _fresh(shape, tag: str) -> np.ndarray:
+    return np.random.default_rng(zlib.crc32(tag.encode())).random(shape, dtype=np.float32)
+
+
+def _eager(key: str, x: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return get_entry(key).build("small").double()(torch.from_numpy(x).double()).numpy()
+
+
+@pytest.fixture(scope="module")
+def model1_onnx(tmp_path_factory):
+    return export("1", str(tmp_path_factory.mktemp("native") / "model1.onnx"))
+
+
+def test_sigterm_under_load_exits_0_and_every_answer_is_right(model1_onnx, tmp_path):
+    srv = start_server(str(model1_onnx), tmp_path / "srv", "--server", "native", "--exit-timeout", "20")
+    answered, wrong, stop = [0], [], threading.Event()
+    # one reference model for the client threads (building one draws weights from torch's global generator)
+    reference = get_entry("1").build("small").double()
+
+    def client(k):
+        while not stop.is_set():
+            x = _fresh((1 + k % 3, 96), f"load-{k}-{answered[0]}")
+            try:
+                y = grpc_infer(srv, x)
+            except Exception:  # refused once the server drains: fine, as long as nothing answered is wrong
+                return
+            with torch.no_grad():
+                want = reference(torch.from_numpy(x).double()).numpy()
+            if not np.allclose(y, want, atol=ATOL, rtol=RTOL):
+                wrong.append(k)
+            answered[0] += 1
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(2.0)
+        srv.proc.send_signal(signal.SIGTERM)
+        rc = srv.proc.wait(timeout=60)
+        stop.set()
+        for t in threads:
+            t.join(TIMEOUT_S)
+    finally:
+        stop.set()
+        srv.stop()
+    assert answered[0] > 10 and not wrong, (answered[0], wrong)
+    assert rc == 0, srv.log()[-2000:]
+
+
+def test_unbatched_model_is_served_with_full_shapes(tmp_path):
+    """Model 2's output (1, C, N, 1) does not keep the batch in dim 0: max_batch_size 0, one request a run."""
+    onnx_path = export("2", str(tmp_path / "model2.onnx"))
+    srv = start_server(str(onnx_path), tmp_path / "srv", "--server", "native")
+    try:
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=TIMEOUT_S) as c:
+            assert c.get_model_config("fusedops")["max_batch_size"] == 0
+        for rows in (1, 5):
+            x = _fresh((rows, 96), f"model2-{rows}")
+            y = http_infer(srv, x)
+            assert y.shape == (1, 160, rows, 1)
+            np.testing.assert_allclose(y, _eager("2", x), atol=ATOL, rtol=RTOL)
+    finally:
+        assert srv.stop() == 0, srv.log()[-2000:]
+
+
+def test_native_serves_onnx_runtime_only_and_takes_instances():
+    check_options(ServeOptions(source="m.onnx", server="native", instances=2))  # sessions in the server
+    with pytest.raises(FusedopsError, match="instances"):
+        check_options(ServeOptions(source="m.plan", instances=2))  # auto: PyTriton for an engine
+    with pytest.raises(FusedopsError, match="native backend serves ort-cpu or ort-cuda"):
+        write_native_model(Path("unused"), "m", "m.onnx", "torch-cuda", [], [])
+
+
+def test_repository_names_the_backend_and_what_it_loads(model1_onnx, tmp_path):
+    inputs, outputs = onnx_specs(model1_onnx)
+    model_dir, batched = write_native_model(tmp_path, "m1", str(model1_onnx), "ort-cpu", inputs, outputs,
+                                            max_batch_size=16, instances=2, intra_op_threads=1)
+    config = (model_dir / "config.pbtxt").read_text()
+    assert batched and 'backend: "fusedops"' in config and "KIND_CPU" in config and "count: 2" in config, config
+    settings = dict(line.split("=", 1) for line in (model_dir / CONFIG_FILE).read_text().splitlines()
+                    if line and not line.startswith("#"))
+    assert settings["model"] == "1/model.onnx" and (model_dir / "1" / "model.onnx").is_file()
+    assert Path(settings["op_library"]) == fo_ort.library_path() and Path(settings["onnxruntime_library"]).is_file()
+    assert settings["provider"] == "cpu" and settings["batched"] == "1" and settings["intra_op_threads"] == "1"
+    with pytest.raises(FusedopsError, match="exists"):  # nothing the user has is overwritten without --force
+        write_native_model(tmp_path, "m1", str(model1_onnx), "ort-cpu", inputs, outputs)
+
+
+def _run_tritonserver(repo: Path, workspace: Path) -> str:
+    """tritonserver on `repo` with the native backend until it gives up loading (it exits when a model fails);
+    returns its log."""
+    binary, libs, python_backend, stub = bundled_tritonserver()
+    backends = _backend_folder(workspace, python_backend, stub, backend_library())
+    http, grpc = free_loopback_ports(2)
+    cmd = [str(binary), f"--model-repository={repo}", f"--backend-directory={backends}", "--model-control-mode=none",
+           "--exit-on-error=true", "--allow-metrics=false", "--http-address=127.0.0.1", f"--http-port={http}",
+           "--grpc-address=127.0.0.1", f"--grpc-port={grpc}"]
+    try:
+        done = subprocess.run(cmd, env=_server_env(libs), capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"tritonserver kept running with a broken model: {e.stdout!r}")
+    assert done.returncode != 0
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("edit,words", [
+    (("provider=cpu", "provider=tpu"), "provider must be cpu or cuda"),
+    (("model=1/model.onnx", "model=../../outside.onnx"), "no '..'"),
+    (("model=1/model.onnx", "model=1/missing.onnx"), "missing.onnx"),
+    (("batched=1", "batched=yes"), "batched must be 0 or 1"),
+    (("provider=cpu", "color=blue"), "unknown key 'color'"),
+])
+def test_a_wrong_backend_file_fails_the_model_with_the_reason(model1_onnx, tmp_path, edit, words):
+    inputs, outputs = onnx_specs(model1_onnx)
+    model_dir, _ = write_native_model(tmp_path / "repo", "m1", str(model1_onnx), "ort-cpu", inputs, outputs)
+    cfg = model_dir / CONFIG_FILE
+    cfg.write_text(cfg.read_text().replace(*edit))
+    log = _run_tritonserver(tmp_path / "repo", tmp_path / "ws")
+    assert "fusedops backend" in log and words in log, log[-3000:]
