@@ -163,6 +163,9 @@ std::string run_batch(InstanceState& st, std::vector<Admitted>& batch) {
     auto info = outputs[o].GetTensorTypeAndShapeInfo();
     if (batch.size() > 1 && (info.GetDimensionsCount() == 0 || info.GetShape()[0] != total))
       return "output '" + s.outputs()[o].name + "' does not keep the batch in dim 0";
+    // Run() returns its outputs on the host (the CUDA EP copies them back); read nothing that is not.
+    if (outputs[o].GetTensorMemoryInfo().GetDeviceType() != OrtMemoryInfoDeviceType_CPU)
+      return "output '" + s.outputs()[o].name + "' came back in device memory";
   }
   int64_t row = 0;
   for (const Admitted& a : batch) {
