@@ -1,6 +1,7 @@
 """`fusedops serve` on the GPU: a real server on loopback for each GPU backend (ORT CUDA EP + library, PyTorch CUDA
 ops through ModelNew, eager PyTorch, TensorRT engine) on the default path (the model in tritonserver's Python-backend
-stub) and, for the fused backends, on PyTriton's (a TensorRT engine: PyTriton's only), outputs against float64 eager PyTorch at the TF32 tolerance,
+stub), for the fused backends on PyTriton's (a TensorRT engine: PyTriton's only), and ORT's CUDA EP in fusedops'
+native Triton backend (--server native); outputs against float64 eager PyTorch at the TF32 tolerance,
 and 8 concurrent clients with every response checked. Skips with the reason where a piece is missing.
 The timed sweep is `python -m fusedops.serve.sweep` (tools/gpu/device_serve.sh)."""
 
@@ -66,14 +67,15 @@ def _check_server(srv, backend: str):
 
 @pytest.mark.parametrize("backend,server", [("ort-cuda", "tritonserver"), ("torch-cuda", "tritonserver"),
                                             ("torch-eager", "tritonserver"), ("ort-cuda", "pytriton"),
-                                            ("torch-cuda", "pytriton")])
+                                            ("torch-cuda", "pytriton"), ("ort-cuda", "native")])
 def test_gpu_backend_serves_correctly(model1_onnx, tmp_path, backend, server):
     kind = "onnx" if backend == "ort-cuda" else "model"
     _require(backend, kind)
     srv = start_server(str(model1_onnx) if kind == "onnx" else "1", tmp_path, "--backend", backend,
                        "--server", server)
     try:
-        assert f"via {server}" in srv.ready_line, srv.ready_line
+        # (native: "via tritonserver (native fusedops backend)", KIND_GPU instances on the CUDA EP)
+        assert f"via {'tritonserver (native' if server == 'native' else server}" in srv.ready_line, srv.ready_line
         _check_server(srv, backend)
     finally:
         assert srv.stop() == 0, srv.log()[-2000:]
