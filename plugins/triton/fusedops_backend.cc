@@ -171,6 +171,11 @@ std::string run_batch(InstanceState& st, std::vector<Admitted>& batch) {
   for (const Admitted& a : batch) {
     TRITONBACKEND_Response* response = nullptr;
     TRITONSERVER_Error* e = TRITONBACKEND_ResponseNew(&response, a.request);
+    if (e != nullptr) {  // no response object to answer with (Triton is out of memory): nothing more to do here
+      TRITONSERVER_ErrorDelete(e);
+      row += a.rows;
+      continue;
+    }
     for (size_t o = 0; e == nullptr && o < outputs.size(); ++o) {
       auto info = outputs[o].GetTensorTypeAndShapeInfo();
       std::vector<int64_t> shape = info.GetShape();
