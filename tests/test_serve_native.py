@@ -125,17 +125,24 @@ def test_repository_names_the_backend_and_what_it_loads(model1_onnx, tmp_path):
         write_native_model(tmp_path, "m1", str(model1_onnx), "ort-cpu", inputs, outputs)
 
 
-def _run_tritonserver(repo: Path, workspace: Path) -> str:
-    """tritonserver on `repo` with the native backend until it gives up loading (it exits when a model fails);
-    returns its log."""
+def _tritonserver_command(repo: Path, workspace: Path, with_backend: bool = True) -> tuple[list[str], dict, int]:
+    """PyTriton's tritonserver on `repo` (with_backend: libtriton_fusedops.so in its backend directory, else only
+    the Python backend there); (command, environment, HTTP port)."""
     binary, libs, python_backend, stub = bundled_tritonserver()
-    backends = _backend_folder(workspace, python_backend, stub, backend_library())
+    backends = _backend_folder(workspace, python_backend, stub, backend_library() if with_backend else None)
     http, grpc = free_loopback_ports(2)
     cmd = [str(binary), f"--model-repository={repo}", f"--backend-directory={backends}", "--model-control-mode=none",
            "--exit-on-error=true", "--allow-metrics=false", "--http-address=127.0.0.1", f"--http-port={http}",
            "--grpc-address=127.0.0.1", f"--grpc-port={grpc}"]
+    return cmd, _server_env(libs), http
+
+
+def _run_tritonserver(repo: Path, workspace: Path) -> str:
+    """tritonserver on `repo` with the native backend until it gives up loading (it exits when a model fails);
+    returns its log."""
+    cmd, env, _ = _tritonserver_command(repo, workspace)
     try:
-        done = subprocess.run(cmd, env=_server_env(libs), capture_output=True, text=True, timeout=120)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"tritonserver kept running with a broken model: {e.stdout!r}")
     assert done.returncode != 0
@@ -156,3 +163,35 @@ def test_a_wrong_backend_file_fails_the_model_with_the_reason(model1_onnx, tmp_p
     cfg.write_text(cfg.read_text().replace(*edit))
     log = _run_tritonserver(tmp_path / "repo", tmp_path / "ws")
     assert "fusedops backend" in log and words in log, log[-3000:]
+
+
+def test_repo_command_writes_a_repository_that_carries_its_backend(model1_onnx, tmp_path, capsys):
+    """`fusedops repo --backend native`: a tritonserver whose backend directory lacks fusedops still serves the model
+    (Triton loads the backend's library from the model folder), with the ORT and op libraries the folder carries."""
+    from fusedops.cli import main  # lazy: the CLI's entry, as a user runs it
+
+    out = tmp_path / "repo"
+    assert main(["repo", str(model1_onnx), "--out-dir", str(out), "--backend", "native", "--runtime", "ort-cpu"]) == 0
+    assert "tritonserver --model-repository=" in capsys.readouterr().out
+    folder = out / "fusedops"
+    assert (folder / "libtriton_fusedops.so").is_file() and (folder / "libfusedops_ort.so").is_file()
+    assert list((folder / "onnxruntime").glob("libonnxruntime.so*"))
+    cmd, env, http = _tritonserver_command(out, tmp_path / "ws", with_backend=False)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            try:
+                with httpclient.InferenceServerClient(f"127.0.0.1:{http}", network_timeout=5) as c:
+                    if c.is_model_ready("fusedops"):
+                        break
+            except Exception:  # not listening yet
+                pass
+            time.sleep(0.3)
+        srv = type("Server", (), {"http_url": f"127.0.0.1:{http}", "model_name": "fusedops"})()
+        x = _fresh((4, 96), "repo-native")
+        np.testing.assert_allclose(http_infer(srv, x), _eager("1", x), atol=ATOL, rtol=RTOL)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0

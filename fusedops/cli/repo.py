@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from ..serve.native_repo import write_native_repository
 from ..serve.python_repo import write_python_repository
 from ..serve.repository import RepoOptions, write_repository
 
 NAME = "repo"
 DEFAULT_MAX_QUEUE_DELAY_US = 0  # fusedops.serve.repository's (copied: no heavy import for --help)
-HELP = "write a Triton model repository (onnxruntime, tensorrt_plan or python) for tritonserver"
+HELP = "write a Triton model repository (onnxruntime, tensorrt_plan, python or fusedops' native) for tritonserver"
 
 
 def add_arguments(p) -> None:
@@ -16,12 +17,13 @@ def add_arguments(p) -> None:
                    help="model repository folder (created; an existing model is kept unless --force; --out is the "
                         "earlier spelling)")
     p.add_argument("--model-name", default="fusedops", help="the model's name in the repository")
-    p.add_argument("--backend", choices=["auto", "python"], default="auto",
+    p.add_argument("--backend", choices=["auto", "python", "native"], default="auto",
                    help="Triton backend: auto = onnxruntime for an .onnx, tensorrt for an engine; python = the "
                         "fused ONNX run by fusedops in the Python backend's stub (what `fusedops serve` runs; the "
-                        "server's Python needs fusedops)")
+                        "server's Python needs fusedops); native = fusedops' C++ backend, its libraries carried in "
+                        "the model folder")
     p.add_argument("--runtime", choices=["auto", "ort-cpu", "ort-cuda"], default="auto",
-                   help="with --backend python: what runs the model in the stub (auto: ort-cuda when "
+                   help="with --backend python or native: what runs the model (auto: ort-cuda when "
                         "libfusedops_ort.so has CUDA)")
     p.add_argument("--onnx", default=None,
                    help="for an engine: the fused ONNX it was built from (tensor names, types and shapes)")
@@ -44,6 +46,8 @@ def run(a) -> int:
                           instances=a.instances, kind=a.kind, server_path=a.server_path, force=a.force)
     if a.backend == "python":
         result = write_python_repository(options, a.runtime)
+    elif a.backend == "native":
+        result = write_native_repository(options, a.runtime)
     else:
         result = write_repository(options)
     print(f"wrote {result.config_path}")

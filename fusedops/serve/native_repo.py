@@ -13,6 +13,7 @@ load whatever the model costs; here a dynamic batch is one gather, one ONNX Runt
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -20,8 +21,8 @@ from fusedops import ort as fo_ort
 from fusedops.errors import FusedopsError
 from fusedops.plugins import cpu_blas, native
 
-from .backends import TensorSpec
-from .repository import RepoOptions, build_config, config_text, parse_config
+from .backends import TensorSpec, onnx_specs
+from .repository import RepoOptions, RepoResult, build_config, config_text, parse_config
 
 BACKEND_NAME = "fusedops"
 BACKEND_LIBRARY = "triton_fusedops"  # libtriton_fusedops.so, as Triton names a backend's library
@@ -60,9 +61,12 @@ def _check_line_value(key: str, value: str) -> str:
 def write_native_model(out: Path, model_name: str, source: str, runtime: str, inputs: list[TensorSpec],
                        outputs: list[TensorSpec], *, max_batch_size: int = 64, max_queue_delay_us: int = 0,
                        instances: int = 1, intra_op_threads: int = 0, copy_source: bool = True,
-                       force: bool = False) -> tuple[Path, bool]:
+                       carry_libraries: bool = False, force: bool = False) -> tuple[Path, bool]:
     """Write OUT/<model_name> for the fused ONNX ``source`` on ``runtime`` (ort-cpu: KIND_CPU instances on the CPU
-    EP; ort-cuda: KIND_GPU instances, the CUDA EP on each instance's GPU). Returns (model folder, batched)."""
+    EP; ort-cuda: KIND_GPU instances, the CUDA EP on each instance's GPU). ``carry_libraries``: copy the backend,
+    libfusedops_ort.so and ONNX Runtime's libraries into the model folder and name them relative to it (a
+    repository for another tritonserver, which finds a backend's library in the model folder); else name this
+    machine's copies. Returns (model folder, batched)."""
     if runtime not in ("ort-cpu", "ort-cuda"):
         raise FusedopsError(f"the native backend serves ort-cpu or ort-cuda, not {runtime!r} (PyTorch backends: "
                             f"--server tritonserver)")
@@ -81,7 +85,16 @@ def write_native_model(out: Path, model_name: str, source: str, runtime: str, in
     cfg.backend = BACKEND_NAME
     text = config_text(cfg)
     parse_config(text)  # round-trips through Triton's schema before anything is written
-    settings = {"onnxruntime_library": str(onnxruntime_library()), "op_library": str(op_library),
+    ort_library = onnxruntime_library()
+    carried = {}  # file in the model folder -> its source here
+    if carry_libraries:
+        carried[backend_library().name] = backend_library()
+        carried[op_library.name] = op_library
+        ort_dir = ort_library.parent  # libonnxruntime finds its provider libraries beside itself ($ORIGIN)
+        for lib in [ort_library, *sorted(ort_dir.glob("libonnxruntime_providers_*.so"))]:
+            carried[f"onnxruntime/{lib.name}"] = lib
+    settings = {"onnxruntime_library": f"onnxruntime/{ort_library.name}" if carry_libraries else str(ort_library),
+                "op_library": op_library.name if carry_libraries else str(op_library),
                 "model": f"1/{ONNX_FILE}" if copy_source else str(Path(source).resolve()),
                 "provider": "cuda" if runtime == "ort-cuda" else "cpu", "batched": str(int(batched)),
                 "intra_op_threads": str(intra_op_threads)}
@@ -97,7 +110,40 @@ def write_native_model(out: Path, model_name: str, source: str, runtime: str, in
     (model_dir / "1").mkdir(parents=True)
     if copy_source:
         shutil.copyfile(source, model_dir / "1" / ONNX_FILE)
+    for name, lib in carried.items():
+        (model_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lib, model_dir / name)
     (model_dir / "config.pbtxt").write_text(text)
     (model_dir / CONFIG_FILE).write_text("# fusedops native Triton backend (plugins/triton/backend_config.h)\n" +
                                          "\n".join(lines) + "\n")
     return model_dir, batched
+
+
+def write_native_repository(o: RepoOptions, runtime: str = "auto") -> RepoResult:
+    """`fusedops repo SOURCE.onnx --backend native`: a repository for your own tritonserver (backend API 1.19 or
+    later, this machine's glibc or newer) that carries what it runs: libtriton_fusedops.so (Triton loads a backend's
+    library from the model folder before its backend directory), libfusedops_ort.so and this onnxruntime package's
+    libraries (the CPU build ≈ 30 MB; onnxruntime-gpu's CUDA provider is far larger)."""
+    if runtime == "auto":
+        runtime = "ort-cuda" if fo_ort.library_has_cuda() else "ort-cpu"
+    if not o.model_name or not all(c.isalnum() or c in "._-" for c in o.model_name):
+        raise FusedopsError(f"model name {o.model_name!r} may hold only letters, digits, '.', '_' and '-'")
+    if o.max_batch_size < 1 or o.instances < 1 or o.max_queue_delay_us < 0:
+        raise FusedopsError("--max-batch-size and --instances must be >= 1, --max-queue-delay-us >= 0")
+    out = Path(o.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise FusedopsError(f"--out {str(out)!r} exists and is not a folder")
+    inputs, outputs = onnx_specs(o.source)
+    model_dir, batched = write_native_model(out, o.model_name, o.source, runtime, inputs, outputs,
+                                            max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
+                                            instances=o.instances, carry_libraries=True, force=o.force)
+    notes = [f"the model runs {runtime} in fusedops' native backend, whose library the model folder carries"]
+    if not batched:
+        notes.append("served unbatched (max_batch_size 0, no dynamic batching): an input or output does not keep "
+                     "the batch in dim 0")
+    command = f"tritonserver --model-repository={(o.server_path or str(out.resolve())).rstrip('/')}"
+    (out / "fusedops_repo.json").write_text(json.dumps(
+        {"model": o.model_name, "backend": BACKEND_NAME, "runtime": runtime, "source": str(o.source),
+         "batched": batched, "command": command, "notes": notes}, indent=1))
+    return RepoResult(model_dir, model_dir / "config.pbtxt", model_dir / backend_library().name, command, batched,
+                      notes)

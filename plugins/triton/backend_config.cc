@@ -38,15 +38,16 @@ std::string read_backend_config(const std::string& model_dir, BackendConfig* out
     if (eq == std::string::npos) return where + ": expected key=value, got '" + line + "'";
     const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
     int flag = 0;
-    if (key == "onnxruntime_library") {
-      out->onnxruntime_library = value;
-    } else if (key == "op_library") {
-      out->op_library = value;
-    } else if (key == "model") {
-      // untrusted text inside a model folder: a relative path stays inside it
+    std::string* path = key == "onnxruntime_library" ? &out->onnxruntime_library
+                        : key == "op_library"        ? &out->op_library
+                        : key == "model"             ? &out->model
+                                                     : nullptr;
+    if (path != nullptr) {
+      // untrusted text inside a model folder: a relative path stays inside it (absolute paths are the server's own)
       if (value.empty() || value.find("..") != std::string::npos)
-        return where + ": model must name a file inside the model folder (no '..'), got '" + value + "'";
-      out->model = value[0] == '/' ? value : model_dir + "/" + value;
+        return where + ": " + key + " must name a file inside the model folder or an absolute path (no '..'), got '" +
+               value + "'";
+      *path = value[0] == '/' ? value : model_dir + "/" + value;
     } else if (key == "provider") {
       if (value != "cpu" && value != "cuda") return where + ": provider must be cpu or cuda, got '" + value + "'";
       out->cuda = value == "cuda";

@@ -3,7 +3,8 @@
 //
 //   onnxruntime_library=/abs/path/libonnxruntime.so.1.x   the ONNX Runtime to load (the onnxruntime package's)
 //   op_library=/abs/path/libfusedops_ort.so                the fusedops custom-op library
-//   model=1/model.onnx                                     relative to the model folder (no '..'), or absolute
+//   model=1/model.onnx                                     the model
+// Paths: absolute, or relative to the model folder without '..' (a repository that carries its libraries).
 //   provider=cpu|cuda                                      cuda: the CUDA EP on the instance's GPU (KIND_GPU) or 0
 //   batched=1|0                                            1: dim 0 of every input and output is the batch
 //   intra_op_threads=N                                     0 or absent: ONNX Runtime's default
