@@ -7,6 +7,7 @@ events over --iters runs after warm-up) and synchronous per-call wall time of
   fused      the plan of ConvTransposeGroupNormAct (kernels: convolution + statistics, finish, normalise in place)
   fused_1tile  the same with the wgmma convolution's grid at one tile a block (plan option convt_blocks; A/B of its
              persistent blocks; where the plan runs the mma.sync kernel the option changes nothing)
+  fused_wgmma3x  fp32-accurate on sm_90 only: 3xTF32 on the wgmma kernel (forced; the planner keeps mma.sync)
   cudnn      F.conv_transpose2d alone (the convolution's floor in today's path)
   today      F.conv_transpose2d then the fused GELU + GroupNorm op (abi.groupnorm_act_cuda), today's ModelNew path
   eager      conv_transpose2d + F.gelu + F.group_norm
@@ -85,11 +86,16 @@ def run_precision(prec, batch, iters, attrs, rows):
     # A/B of the wgmma kernel's persistent grid: the same kernel with one tile a block (a cap above the tile count)
     plan_1tile = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_blocks=1 << 30),
                                      allow_tf32=not strict)
+    # FP32-accurate: 3xTF32 on the wgmma kernel too (only when forced until measured), beside the planner's mma.sync
+    plan_3x = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_kernel=abi.CONVT_WGMMA),
+                                  allow_tf32=False) if strict and torch.cuda.get_device_capability() == (9, 0) else None
     variants = {
         "fused": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                     plan=plan),
         "fused_1tile": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                           plan=plan_1tile),
+        **({"fused_wgmma3x": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
+                                                                            plan=plan_3x)} if plan_3x else {}),
         "cudnn": lambda: F.conv_transpose2d(x, w, bp),
         "today": lambda: abi.groupnorm_act_cuda(F.conv_transpose2d(x, w, bp), gamma.to(dtype), beta.to(dtype), [],
                                                 attrs, out=out),
@@ -99,8 +105,9 @@ def run_precision(prec, batch, iters, attrs, rows):
         g_ms = gpu_ms(fn, iters)
         s_ms = sync_ms(fn, iters)
         rows.append({"precision": prec, "batch": batch, "variant": name, "gpu_ms": round(g_ms, 4),
-                     "sync_ms": round(s_ms, 4), "kernels": {"fused": plan.kernels, "fused_1tile": plan_1tile.kernels}.get(name, "")})
-        print(f"{prec:14s} batch {batch:4d} {name:11s} gpu {g_ms:8.3f} ms  sync {s_ms:8.3f} ms", flush=True)
+                     "sync_ms": round(s_ms, 4), "kernels": {"fused": plan.kernels, "fused_1tile": plan_1tile.kernels,
+                                                  "fused_wgmma3x": plan_3x.kernels if plan_3x else ""}.get(name, "")})
+        print(f"{prec:14s} batch {batch:4d} {name:13s} gpu {g_ms:8.3f} ms  sync {s_ms:8.3f} ms", flush=True)
     del x, out
     torch.cuda.empty_cache()
 

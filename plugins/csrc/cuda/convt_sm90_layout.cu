@@ -23,8 +23,9 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   const fusedops_conv_desc& cv = d.conv;
   const fusedops_groupnorm_desc& gn = d.d.gn;
   const bool f32 = gn.x_dtype == FUSEDOPS_F32;
-  if ((f32 && !d.d.allow_tf32) || (!f32 && gn.x_dtype != FUSEDOPS_BF16 && gn.x_dtype != FUSEDOPS_F16))
-    return refuse(l, "only float32 X with TF32 products, or bfloat16 / float16 X");
+  if (!f32 && gn.x_dtype != FUSEDOPS_BF16 && gn.x_dtype != FUSEDOPS_F16)
+    return refuse(l, "only float32, bfloat16 or float16 X");
+  l->three = f32 && !d.d.allow_tf32;  // strict float32: 3xTF32 (hi and lo parts of X and W, three MMAs a tap)
   if (cv.spatial_rank < 1 || cv.spatial_rank > 2) return refuse(l, "1-D and 2-D convolutions only");
   if (cv.group != 1) return refuse(l, "one convolution group only");
   if (cv.channels_last) return refuse(l, "NCHW only");
@@ -58,7 +59,8 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   l->partials_bytes = size_t(groups) * size_t(2 * l->tiles) * size_t(l->tiles_c) * sizeof(Welford);
   l->stats_offset = up(l->partials_bytes, kAlign);
   l->wp_offset = up(l->stats_offset + size_t(groups) * sizeof(float2), kAlign);
-  l->total = kAlign + l->wp_offset + size_t(cv.in_channels) * size_t(gn.C) * size_t(g.kh * g.kw) * sizeof(float);
+  l->total = kAlign + l->wp_offset +
+             size_t(l->three ? 2 : 1) * size_t(cv.in_channels) * size_t(gn.C) * size_t(g.kh * g.kw) * sizeof(float);
   l->eligible = true;
   return true;
 }

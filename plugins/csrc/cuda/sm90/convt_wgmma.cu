@@ -41,7 +41,7 @@ constexpr size_t kEpilogueBytes = size_t(2) * kSm90Cout * kLdTile * sizeof(float
 // 16-bit values), a chunk 2 E input channels; one chunk of one channel tile is one contiguous block (one bulk copy).
 template <typename T>
 __global__ void convt_sm90_pack_kernel(const T* __restrict__ w, T* __restrict__ wp, int32_t cin, int32_t cout,
-                                       int32_t taps) {
+                                       int32_t taps, bool three) {
   constexpr int E = 16 / int(sizeof(T));
   const int64_t total = int64_t(cin) * cout * taps;
   const int chunks = cin / (2 * E);
@@ -53,22 +53,32 @@ __global__ void convt_sm90_pack_kernel(const T* __restrict__ w, T* __restrict__ 
     const int q = int(r % chunks), ct = int(r / chunks);
     const int ci = q * 2 * E + core * E + e, co = ct * kSm90Cout + col;
     const T v = w[(int64_t(ci) * cout + co) * taps + tap];
-    if constexpr (std::is_same_v<T, float>) wp[i] = tf32(v);
-    else wp[i] = v;
+    if constexpr (std::is_same_v<T, float>) {
+      if (three) {  // chunk r = ct * chunks + q: its hi block, then its lo block, one bulk copy apart
+        const int64_t block = int64_t(taps) * 2 * E * kSm90Cout, at = (i / block) * 2 * block + i % block;
+        wp[at] = tf32(v);
+        wp[at + block] = tf32(v - tf32(v));
+      } else {
+        wp[i] = tf32(v);
+      }
+    } else {
+      wp[i] = v;
+    }
   }
 }
 
 // T: X's type (float32: TF32 products). kPre: 0 / 1 = `pre` is nothing / GELU alone (the register epilogue); -1 = any
 // other chain (through shared memory).
-template <typename T, int kPre>
+template <typename T, int kPre, bool kThree>
 __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __grid_constant__ ConvtSm90Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);
   uint64_t* empty = full + kMaxStages;
   unsigned char* stages = smem + kStagesOffset;
+  constexpr uint32_t kParts = kThree ? 2 : 1;  // 3xTF32: [X hi][X lo][W hi][W lo] a stage
   const int taps = p.kh * p.kw;
   const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps);
-  const uint32_t stage_bytes = x_bytes + w_bytes;
+  const uint32_t stage_bytes = kParts * (x_bytes + w_bytes);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
   if (tid == 0) {
@@ -80,7 +90,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   // Zeros in the stages' X once: not needed for the results (the producer zeroes each tile's outside slots), but
   // without this loop ptxas (13.0) serialises the MMAs of this kernel (warning C7520); measured, kept.
   for (uint32_t i = tid; i < uint32_t(p.stages) * (stage_bytes / 16); i += kSm90Threads)
-    if (i % (stage_bytes / 16) < x_bytes / 16) reinterpret_cast<float4*>(stages)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i % (stage_bytes / 16) < kParts * x_bytes / 16)
+      reinterpret_cast<float4*>(stages)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   fence_proxy_async();
   __syncthreads();
 
@@ -93,8 +104,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
     for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
       const int ct = t % p.tiles_c, m0 = t / p.tiles_c % p.tiles * kSm90Pixels, n = t / per_n;
       if constexpr (std::is_same_v<T, float>) {
-        if (p.x_vec) produce<true>(p, stages, full, empty, m0, n, ct, g0);
-        else produce<false>(p, stages, full, empty, m0, n, ct, g0);
+        if (p.x_vec) produce<true, kThree>(p, stages, full, empty, m0, n, ct, g0);
+        else produce<false, kThree>(p, stages, full, empty, m0, n, ct, g0);
       } else {
         if (p.x_vec) produce16<T, true>(p, stages, full, empty, m0, n, ct, g0);
         else produce16<T, false>(p, stages, full, empty, m0, n, ct, g0);
@@ -114,7 +125,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
     for (int q = 0; q < p.chunks; ++q) {
       const int g = g0 + q, st = g % p.stages;
       mbar_wait(full + st, uint32_t((g / p.stages) & 1));
-      const uint32_t sx = sbase + uint32_t(st) * stage_bytes, sw = sx + x_bytes;
+      const uint32_t sx = sbase + uint32_t(st) * stage_bytes, sw = sx + kParts * x_bytes;
       fence_operand(acc);
       wgmma_fence();
       for (int k = 0; k < taps; ++k) {
@@ -123,8 +134,18 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
         const uint64_t da = gmma_desc(sw + uint32_t(k) * 2u * kSm90Cout * 16u, kSm90Cout * 16u, 128u);
         const uint64_t db = gmma_desc(sx + uint32_t(wg * 256 + shift) * 16u, uint32_t(p.span) * 16u, 128u);
         const uint32_t accumulate = (q | k) != 0;
-        if constexpr (std::is_same_v<T, float>) wgmma_m64n256k8_tf32(acc, da, db, accumulate);
-        else wgmma_m64n256k16<T>(acc, da, db, accumulate);
+        if constexpr (kThree) {  // the small products first: W lo · X hi, W hi · X lo, then W hi · X hi
+          const uint64_t da_lo = gmma_desc(sw + w_bytes + uint32_t(k) * 2u * kSm90Cout * 16u, kSm90Cout * 16u, 128u);
+          const uint64_t db_lo = gmma_desc(sx + x_bytes + uint32_t(wg * 256 + shift) * 16u, uint32_t(p.span) * 16u,
+                                           128u);
+          wgmma_m64n256k8_tf32(acc, da_lo, db, accumulate);
+          wgmma_m64n256k8_tf32(acc, da, db_lo, 1);
+          wgmma_m64n256k8_tf32(acc, da, db, 1);
+        } else if constexpr (std::is_same_v<T, float>) {
+          wgmma_m64n256k8_tf32(acc, da, db, accumulate);
+        } else {
+          wgmma_m64n256k16<T>(acc, da, db, accumulate);
+        }
       }
       wgmma_commit();
       wgmma_wait<1>();  // chunk g - 1's MMAs are done: its stage may be refilled
@@ -150,8 +171,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
 
 int convt_sm90_built() { return 1; }
 
-size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages) {
-  const size_t stage = size_t(stage_x_bytes(span)) + stage_w_bytes(taps);
+size_t convt_sm90_smem(int32_t span, int32_t taps, bool three, size_t limit, int32_t* stages) {
+  const size_t stage = size_t(three ? 2 : 1) * (size_t(stage_x_bytes(span)) + stage_w_bytes(taps));
   for (int s = kMaxStages; s >= 2; --s) {
     const size_t total = kStagesOffset + std::max(size_t(s) * stage, kEpilogueBytes);
     if (total <= limit) {
@@ -163,19 +184,19 @@ size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages
 }
 
 namespace {
-template <typename T>
+template <typename T, bool kThree = false>
 const void* kernel_of(int32_t pre_kind) {
   switch (pre_kind) {
-    case 0: return reinterpret_cast<const void*>(convt_sm90_kernel<T, 0>);
-    case 1: return reinterpret_cast<const void*>(convt_sm90_kernel<T, 1>);
-    default: return reinterpret_cast<const void*>(convt_sm90_kernel<T, -1>);
+    case 0: return reinterpret_cast<const void*>(convt_sm90_kernel<T, 0, kThree>);
+    case 1: return reinterpret_cast<const void*>(convt_sm90_kernel<T, 1, kThree>);
+    default: return reinterpret_cast<const void*>(convt_sm90_kernel<T, -1, kThree>);
   }
 }
-const void* kernel_for(int32_t x_dtype, int32_t pre_kind) {
+const void* kernel_for(int32_t x_dtype, int32_t pre_kind, bool three) {
   switch (x_dtype) {
     case FUSEDOPS_BF16: return kernel_of<__nv_bfloat16>(pre_kind);
     case FUSEDOPS_F16: return kernel_of<__half>(pre_kind);
-    default: return kernel_of<float>(pre_kind);
+    default: return three ? kernel_of<float, true>(pre_kind) : kernel_of<float>(pre_kind);
   }
 }
 }  // namespace
@@ -188,38 +209,39 @@ int32_t convt_sm90_pre_kind(const fusedops_chain& pre) {
 
 cudaError_t convt_sm90_prepare(size_t smem) {
   for (int32_t dtype : {FUSEDOPS_F32, FUSEDOPS_BF16, FUSEDOPS_F16})
-    for (int k = -1; k <= 1; ++k) {
-      const cudaError_t e =
-          cudaFuncSetAttribute(kernel_for(dtype, k), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      if (e != cudaSuccess) return e;
-    }
+    for (int k = -1; k <= 1; ++k)
+      for (bool three : {false, true}) {
+        const cudaError_t e = cudaFuncSetAttribute(kernel_for(dtype, k, three),
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        if (e != cudaSuccess) return e;
+      }
   return cudaSuccess;
 }
 
 cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t cin, int32_t cout, int32_t taps,
-                            cudaStream_t stream) {
+                            bool three, cudaStream_t stream) {
   const int64_t total = int64_t(cin) * cout * taps;
   const unsigned blocks = unsigned(std::min<int64_t>(1024, (total + 255) / 256));
   switch (x_dtype) {
     case FUSEDOPS_BF16:
       convt_sm90_pack_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(w),
-                                                         static_cast<__nv_bfloat16*>(wp), cin, cout, taps);
+                                                         static_cast<__nv_bfloat16*>(wp), cin, cout, taps, false);
       break;
     case FUSEDOPS_F16:
       convt_sm90_pack_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(w), static_cast<__half*>(wp), cin,
-                                                         cout, taps);
+                                                         cout, taps, false);
       break;
     default:
       convt_sm90_pack_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(w), static_cast<float*>(wp), cin,
-                                                         cout, taps);
+                                                         cout, taps, three);
   }
   return cudaGetLastError();
 }
 
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream) {
   void* args[] = {const_cast<ConvtSm90Params*>(&p)};
-  return cudaLaunchKernel(kernel_for(p.x_dtype, p.pre_kind), dim3(unsigned(p.blocks)), dim3(kSm90Threads), args, smem,
-                          stream);
+  return cudaLaunchKernel(kernel_for(p.x_dtype, p.pre_kind, p.three != 0), dim3(unsigned(p.blocks)),
+                          dim3(kSm90Threads), args, smem, stream);
 }
 
 }  // namespace cuda

@@ -44,12 +44,14 @@ struct ConvtSm90Params {
   int32_t pre_kind;          // convt_sm90_pre_kind(pre): which epilogue the kernel runs
   int32_t blocks;            // persistent grid: one block an SM (its registers hold one), at most the tiles
   int32_t y_pairs;           // wpad and wout even, Y aligned to two elements (else pre_kind -1 at run time)
+  int32_t three;             // float32 X, strict: 3xTF32 (stages and packed W hold hi and lo parts)
 };
 
 // Where the kernel can run `d` (convt_sm90_layout.cpp): its geometry and workspace layout, or eligible = false and
 // `why` the first reason it cannot (the plan then runs the mma.sync kernel of convt_gn.cu).
 struct ConvtSm90Layout {
   bool eligible = false;
+  bool three = false;  // strict float32: 3xTF32
   const char* why = "";
   int32_t wpad = 0, offy = 0, offx = 0, span = 0, tiles = 0, tiles_c = 0;
   size_t partials_bytes = 0, stats_offset = 0, wp_offset = 0, total = 0;
@@ -60,10 +62,11 @@ ConvtSm90Layout convt_sm90_layout(const fusedops_op_desc& d);
 int convt_sm90_built();
 // Dynamic shared memory of a launch with these parameters (stages included), or 0 if they cannot fit `limit`;
 // picks the pipeline depth into *stages.
-size_t convt_sm90_smem(int32_t span, int32_t taps, size_t limit, int32_t* stages);
-// Weights [cin][cout][kh][kw] of x_dtype into p.wp's packed layout (float32 TF32-rounded).
+size_t convt_sm90_smem(int32_t span, int32_t taps, bool three, size_t limit, int32_t* stages);
+// Weights [cin][cout][kh][kw] of x_dtype into p.wp's packed layout (float32 TF32-rounded; `three`: a chunk's hi
+// block, then its lo block).
 cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t cin, int32_t cout, int32_t taps,
-                            cudaStream_t stream);
+                            bool three, cudaStream_t stream);
 // The convolution + bias + pre + partial statistics: p.blocks persistent blocks over the tiles x tiles_c x N.
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream);
 // 0: `pre` is empty, 1: GELU alone (both take the register epilogue), -1: any other chain (shared-memory epilogue).

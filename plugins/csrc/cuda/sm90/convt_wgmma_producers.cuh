@@ -47,12 +47,16 @@ constexpr int kItemsPerPass = 6;  // producer items in flight per thread: 6 x 16
 // 4 consecutive input columns: 16-byte loads (V4: float32 rows of width % 4 == 0 on 16-byte aligned X) issued before
 // the stage is known to be free, then rounded to TF32, transposed in registers and stored as 4 slots of 16 bytes
 // ([channel quad][slot][4 channels]). Slots outside X: zero_outside. g0: the block's chunk count before this tile.
-template <bool V4>
+// kThree (strict float32, 3xTF32): the stage holds X's TF32 hi part, then its lo part tf32(x - hi), then the packed
+// W's hi and lo blocks (one bulk copy).
+template <bool V4, bool kThree>
 __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char* stages, uint64_t* full,
                                         uint64_t* empty, int m0, int n, int ct, int g0) {
+  constexpr uint32_t kParts = kThree ? 2 : 1;
   const int tid = threadIdx.x;
   const int taps = p.kh * p.kw;
-  const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps), stage_bytes = x_bytes + w_bytes;
+  const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = kParts * stage_w_bytes(taps);
+  const uint32_t stage_bytes = kParts * x_bytes + w_bytes;
   const int64_t plane = int64_t(p.hin) * p.win;
   const float* xn = static_cast<const float*>(p.x) + int64_t(n) * p.cin * plane;
   const float* wt = static_cast<const float*>(p.wp) + int64_t(ct) * p.chunks * (w_bytes / 4);
@@ -96,7 +100,8 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
       // them in registers the zeroing would spill; the consumers' epilogue leaves the producer time here).
       if (base == 0 && q < p.stages) {
         if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
-        zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
+        for (uint32_t part = 0; part < kParts; ++part)
+          zero_outside(sx + part * x_bytes, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
       }
       float v[kItemsPerPass][4][4];  // [item][channel][column]
 #pragma unroll
@@ -118,16 +123,21 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
         if (q >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
         if (tid == 0) {
           mbar_arrive_expect_tx(full + st, w_bytes);
-          bulk_copy(sx + x_bytes, wt + int64_t(q) * (w_bytes / 4), w_bytes, full + st);
+          bulk_copy(sx + kParts * x_bytes, wt + int64_t(q) * (w_bytes / 4), w_bytes, full + st);
         }
       }
 #pragma unroll
       for (int j = 0; j < kItemsPerPass; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (smask >> (4 * j + e) & 1)
-            *reinterpret_cast<float4*>(sx + idst[j] + 16 * e) =
-                make_float4(tf32(v[j][0][e]), tf32(v[j][1][e]), tf32(v[j][2][e]), tf32(v[j][3][e]));
+          if (smask >> (4 * j + e) & 1) {
+            const float4 hi = make_float4(tf32(v[j][0][e]), tf32(v[j][1][e]), tf32(v[j][2][e]), tf32(v[j][3][e]));
+            *reinterpret_cast<float4*>(sx + idst[j] + 16 * e) = hi;
+            if constexpr (kThree)
+              *reinterpret_cast<float4*>(sx + x_bytes + idst[j] + 16 * e) =
+                  make_float4(tf32(v[j][0][e] - hi.x), tf32(v[j][1][e] - hi.y), tf32(v[j][2][e] - hi.z),
+                              tf32(v[j][3][e] - hi.w));
+          }
     }
     fence_proxy_async();
     mbar_arrive(full + st);

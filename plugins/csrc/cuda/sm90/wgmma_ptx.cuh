@@ -109,7 +109,8 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], uint64_t d
 }
 // The same for 16-bit operands: D(64 x 256, fp32) += A(64 x 16) * B(16 x 256), both K-major (no transpose).
 template <typename T>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d = 1) {
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                 uint32_t scale_d = 1) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) FUSEDOPS_WGMMA_N256("m64n256k16.f32.bf16.bf16", ", 0, 0");
   else FUSEDOPS_WGMMA_N256("m64n256k16.f32.f16.f16", ", 0, 0");
 }
