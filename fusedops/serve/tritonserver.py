@@ -136,8 +136,14 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
     if not is_loopback(o.host):
         print(f"fusedops serve: warning: listening on {o.host}, not loopback: anyone who can reach this machine can "
               f"send requests", file=sys.stderr)
-    backend, kind = choose_backend(o.source, o.backend)
     native = resolve_server(o) == "native"
+    if native and o.backend == "auto":  # the native backend runs ONNX Runtime: its CUDA EP where it can, else CPU
+        try:
+            backend, kind = choose_backend(o.source, "ort-cuda")
+        except FusedopsError:
+            backend, kind = choose_backend(o.source, "ort-cpu")
+    else:
+        backend, kind = choose_backend(o.source, o.backend)
     if native and not backend.startswith("ort-"):
         raise FusedopsError(f"--server native runs ONNX Runtime (ort-cpu / ort-cuda), not {backend}; serve PyTorch "
                             f"backends with --server tritonserver")
