@@ -13,7 +13,6 @@ load whatever the model costs; here a dynamic batch is one gather, one ONNX Runt
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -22,7 +21,8 @@ from fusedops.errors import FusedopsError
 from fusedops.plugins import cpu_blas, native
 
 from .backends import TensorSpec, onnx_specs
-from .repository import RepoOptions, RepoResult, build_config, config_text, parse_config
+from .repository import (UNBATCHED_NOTE, RepoOptions, RepoResult, build_config, config_text, parse_config,
+                         record_repository, repository_folder)
 
 BACKEND_NAME = "fusedops"
 BACKEND_LIBRARY = "triton_fusedops"  # libtriton_fusedops.so, as Triton names a backend's library
@@ -126,24 +126,13 @@ def write_native_repository(o: RepoOptions, runtime: str = "auto") -> RepoResult
     libraries (the CPU build ≈ 30 MB; onnxruntime-gpu's CUDA provider is far larger)."""
     if runtime == "auto":
         runtime = "ort-cuda" if fo_ort.library_has_cuda() else "ort-cpu"
-    if not o.model_name or not all(c.isalnum() or c in "._-" for c in o.model_name):
-        raise FusedopsError(f"model name {o.model_name!r} may hold only letters, digits, '.', '_' and '-'")
-    if o.max_batch_size < 1 or o.instances < 1 or o.max_queue_delay_us < 0:
-        raise FusedopsError("--max-batch-size and --instances must be >= 1, --max-queue-delay-us >= 0")
-    out = Path(o.out).expanduser()
-    if out.exists() and not out.is_dir():
-        raise FusedopsError(f"--out {str(out)!r} exists and is not a folder")
+    out = repository_folder(o)
     inputs, outputs = onnx_specs(o.source)
     model_dir, batched = write_native_model(out, o.model_name, o.source, runtime, inputs, outputs,
                                             max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
                                             instances=o.instances, carry_libraries=True, force=o.force)
     notes = [f"the model runs {runtime} in fusedops' native backend, whose library the model folder carries"]
-    if not batched:
-        notes.append("served unbatched (max_batch_size 0, no dynamic batching): an input or output does not keep "
-                     "the batch in dim 0")
-    command = f"tritonserver --model-repository={(o.server_path or str(out.resolve())).rstrip('/')}"
-    (out / "fusedops_repo.json").write_text(json.dumps(
-        {"model": o.model_name, "backend": BACKEND_NAME, "runtime": runtime, "source": str(o.source),
-         "batched": batched, "command": command, "notes": notes}, indent=1))
+    notes += [] if batched else [UNBATCHED_NOTE]
+    command = record_repository(o, out, {"backend": BACKEND_NAME, "runtime": runtime}, batched, notes)
     return RepoResult(model_dir, model_dir / "config.pbtxt", model_dir / backend_library().name, command, batched,
                       notes)

@@ -12,7 +12,6 @@ run a Python with fusedops installed (the stub imports it).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -21,8 +20,8 @@ from fusedops import ort as fo_ort
 from fusedops.errors import FusedopsError
 
 from .backends import TensorSpec, onnx_specs
-from .repository import (DEFAULT_MAX_QUEUE_DELAY_US, RepoOptions, RepoResult, build_config, config_text,
-                         parse_config)
+from .repository import (DEFAULT_MAX_QUEUE_DELAY_US, UNBATCHED_NOTE, RepoOptions, RepoResult, build_config,
+                         config_text, parse_config, record_repository, repository_folder)
 
 MODEL_FILE = Path(__file__).with_name("triton_model.py")
 ONNX_FILE = "model.onnx"
@@ -80,13 +79,7 @@ def write_python_repository(o: RepoOptions, runtime: str = "auto") -> RepoResult
         runtime = "ort-cuda" if fo_ort.library_has_cuda() else "ort-cpu"
     if runtime not in ("ort-cpu", "ort-cuda"):
         raise FusedopsError(f"--runtime must be ort-cpu or ort-cuda for an ONNX model, got {runtime!r}")
-    if not o.model_name or not all(c.isalnum() or c in "._-" for c in o.model_name):
-        raise FusedopsError(f"model name {o.model_name!r} may hold only letters, digits, '.', '_' and '-'")
-    if o.max_batch_size < 1 or o.instances < 1 or o.max_queue_delay_us < 0:
-        raise FusedopsError("--max-batch-size and --instances must be >= 1, --max-queue-delay-us >= 0")
-    out = Path(o.out).expanduser()
-    if out.exists() and not out.is_dir():
-        raise FusedopsError(f"--out {str(out)!r} exists and is not a folder")
+    out = repository_folder(o)
     # KIND_CPU by default, as PyTriton deploys its Python models: the stub's ONNX Runtime puts the work on GPU 0
     # itself, and a KIND_GPU Python model would only add Triton's CUDA memory pool, which host tensors do not use.
     kind = "cpu" if o.kind == "auto" else o.kind
@@ -96,11 +89,6 @@ def write_python_repository(o: RepoOptions, runtime: str = "auto") -> RepoResult
                                             max_queue_delay_us=o.max_queue_delay_us, instances=o.instances,
                                             kind=kind, force=o.force)
     notes = [f"the model runs {runtime} in the Python backend's stub: that Python needs fusedops installed"]
-    if not batched:
-        notes.append("served unbatched (max_batch_size 0, no dynamic batching): an input or output does not keep "
-                     "the batch in dim 0")
-    command = f"tritonserver --model-repository={(o.server_path or str(out.resolve())).rstrip('/')}"
-    (out / "fusedops_repo.json").write_text(json.dumps(
-        {"model": o.model_name, "backend": "python", "runtime": runtime, "source": str(o.source), "batched": batched,
-         "command": command, "notes": notes}, indent=1))
+    notes += [] if batched else [UNBATCHED_NOTE]
+    command = record_repository(o, out, {"backend": "python", "runtime": runtime}, batched, notes)
     return RepoResult(model_dir, model_dir / "config.pbtxt", model_dir / "1" / "model.py", command, batched, notes)

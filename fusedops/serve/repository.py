@@ -113,6 +113,33 @@ def parse_config(text: str):
         raise FusedopsError(f"config.pbtxt does not parse against Triton's ModelConfig: {e}") from None
 
 
+UNBATCHED_NOTE = ("served unbatched (max_batch_size 0, no dynamic batching): an input or output does not keep the "
+                  "batch in dim 0")
+
+
+def repository_folder(o: RepoOptions) -> Path:
+    """The repository folder ``o`` names, after the checks every repository writer shares (model name, counts,
+    --out not a file)."""
+    if not o.model_name or not all(c.isalnum() or c in "._-" for c in o.model_name):
+        raise FusedopsError(f"model name {o.model_name!r} may hold only letters, digits, '.', '_' and '-'")
+    if o.max_batch_size < 1 or o.instances < 1 or o.max_queue_delay_us < 0:
+        raise FusedopsError("--max-batch-size and --instances must be >= 1, --max-queue-delay-us >= 0")
+    out = Path(o.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise FusedopsError(f"--out {str(out)!r} exists and is not a folder")
+    return out
+
+
+def record_repository(o: RepoOptions, out: Path, what: dict, batched: bool, notes: list[str]) -> str:
+    """OUT/fusedops_repo.json: ``what`` was written (backend, runtime, ...), batched, notes and the tritonserver
+    command line, which is returned."""
+    command = f"tritonserver --model-repository={(o.server_path or str(out.resolve())).rstrip('/')}"
+    (out / "fusedops_repo.json").write_text(json.dumps(
+        {"model": o.model_name, **what, "source": str(o.source), "batched": batched, "command": command,
+         "notes": notes}, indent=1))
+    return command
+
+
 def _check(o: RepoOptions) -> str:
     src = Path(o.source)
     if not src.is_file():
@@ -120,10 +147,7 @@ def _check(o: RepoOptions) -> str:
     suffix = src.suffix.lower()
     if suffix not in (".onnx", *ENGINE_SUFFIXES):
         raise FusedopsError(f"{o.source!r} is neither an .onnx file nor a TensorRT engine (.plan / .engine)")
-    if not o.model_name or not all(c.isalnum() or c in "._-" for c in o.model_name):
-        raise FusedopsError(f"model name {o.model_name!r} may hold only letters, digits, '.', '_' and '-'")
-    if o.max_batch_size < 1 or o.instances < 1 or o.max_queue_delay_us < 0:
-        raise FusedopsError("--max-batch-size and --instances must be >= 1, --max-queue-delay-us >= 0")
+    repository_folder(o)
     if o.kind not in ("auto", "gpu", "cpu"):
         raise FusedopsError(f"kind must be auto, gpu or cpu, got {o.kind!r}")
     return "onnx" if suffix == ".onnx" else "engine"
