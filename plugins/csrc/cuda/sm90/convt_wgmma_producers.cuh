@@ -41,6 +41,31 @@ __device__ __noinline__ void zero_outside(unsigned char* sx, int m0, int tid, in
   }
 }
 
+// The items of one pass for this thread, both producers: item j = base + 128 j + tid of the chunk's (channel group
+// of E, input row, group of E columns); its offset in a chunk of X, the stage byte offset of its first slot, and
+// masks (bit E j + e: column e inside X, to load; then the same for the slots to store). A column padding crops
+// (padded column outside [0, wpad)) is read by no output; storing it would land in the neighbouring padded row.
+template <int E, int kItems>
+__device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, int tid, int items, int ngroups,
+                                           int rows_d, int iy_lo, int m0, int64_t plane, int (&isrc)[kItems],
+                                           int (&idst)[kItems], uint32_t& lmask, uint32_t& smask) {
+  lmask = smask = 0;
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    const int i = base + j * 128 + tid;
+    const int cgroup = i % ngroups, r = (i / ngroups) % rows_d, chan = i / (ngroups * rows_d);
+    const int s0 = (iy_lo + r + p.offy) * p.wpad + E * cgroup + p.offx - m0;
+    isrc[j] = chan * E * int(plane) + (iy_lo + r) * p.win + E * cgroup;
+    idst[j] = (chan * p.span + s0) * 16;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int sl = s0 + e, col = E * cgroup + e, pcol = col + p.offx;
+      if (i < items && col < p.win) lmask |= 1u << (E * j + e);
+      if (i < items && sl >= 0 && sl < p.span && col < p.win && pcol >= 0 && pcol < p.wpad) smask |= 1u << (E * j + e);
+    }
+  }
+}
+
 constexpr int kItemsPerPass = 6;  // producer items in flight per thread: 6 x 16 floats of registers
 
 // The producer warpgroup: per channel chunk, every input row the tile's staged slots reach, in items of 4 channels x
@@ -76,26 +101,8 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
     for (int base = 0; base < items || base == 0; base += kItemsPerPass * 128) {
-      if (!one_pass || q == 0) {
-        lmask = smask = 0;
-#pragma unroll
-        for (int j = 0; j < kItemsPerPass; ++j) {
-          const int i = base + j * 128 + tid;
-          const int cq4 = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
-          const int s0 = (iy_lo + r + p.offy) * p.wpad + 4 * cq4 + p.offx - m0;
-          isrc[j] = quad * 4 * int(plane) + (iy_lo + r) * p.win + 4 * cq4;
-          idst[j] = (quad * p.span + s0) * 16;
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            // A column padding crops (padded column outside [0, wpad)) is read by no output; storing it would
-            // land in the neighbouring padded row.
-            const int sl = s0 + e, col = 4 * cq4 + e, pcol = col + p.offx;
-            if (i < items && col < p.win) lmask |= 1u << (4 * j + e);
-            if (i < items && sl >= 0 && sl < p.span && col < p.win && pcol >= 0 && pcol < p.wpad)
-              smask |= 1u << (4 * j + e);
-          }
-        }
-      }
+      if (!one_pass || q == 0)
+        item_table<4, kItemsPerPass>(p, base, tid, items, ncq, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
       // A stage's first chunk of a tile: wait for it and zero its outside slots before the loads are in flight (with
       // them in registers the zeroing would spill; the consumers' epilogue leaves the producer time here).
       if (base == 0 && q < p.stages) {
@@ -171,24 +178,8 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const T* xc = xn + int64_t(q) * 16 * plane;
     for (int base = 0; base < items || base == 0; base += kItems16 * 128) {
-      if (!one_pass || q == 0) {
-        lmask = smask = 0;
-#pragma unroll
-        for (int j = 0; j < kItems16; ++j) {
-          const int i = base + j * 128 + tid;
-          const int cg = i % ncg, r = (i / ncg) % rows_d, oct = i / (ncg * rows_d);
-          const int s0 = (iy_lo + r + p.offy) * p.wpad + 8 * cg + p.offx - m0;
-          isrc[j] = oct * 8 * int(plane) + (iy_lo + r) * p.win + 8 * cg;
-          idst[j] = (oct * p.span + s0) * 16;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            const int sl = s0 + e, col = 8 * cg + e, pcol = col + p.offx;  // (see produce: cropped columns)
-            if (i < items && col < p.win) lmask |= 1u << (8 * j + e);
-            if (i < items && sl >= 0 && sl < p.span && col < p.win && pcol >= 0 && pcol < p.wpad)
-              smask |= 1u << (8 * j + e);
-          }
-        }
-      }
+      if (!one_pass || q == 0)
+        item_table<8, kItems16>(p, base, tid, items, ncg, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
       if (base == 0 && q < p.stages) {  // (see produce)
         if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
         zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
