@@ -40,16 +40,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 }
 
 // ---- copies ----
-// 4 bytes global -> shared; src_bytes 0 writes zeros (and reads nothing).
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, uint32_t src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-// The barrier's phase counts this thread's arrival once all its earlier cp.async copies have landed (noinc: the
-// arrival is one of the barrier's expected count).
-__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 // Orders this thread's earlier generic-proxy shared-memory writes before later async-proxy reads (wgmma, bulk copy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // Bulk copy (TMA engine, no tensor map): `bytes` (multiple of 16, both addresses 16-byte aligned) completing on bar.
@@ -67,8 +57,10 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t saddr, uint32_t lbo, uint
   return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
          (uint64_t((sbo >> 4) & 0x3FFF) << 32);
 }
-// Pins the accumulators in their registers around the MMAs (as CUTLASS's warpgroup_fence_operand): without it ptxas
-// may move them between a persistent loop's iterations and then serialise the MMAs (warning C7520).
+// Pins the accumulators in their registers around the MMAs, as CUTLASS's warpgroup_fence_operand does. Added while
+// ptxas serialised the persistent kernel's MMAs (C7520); what cured that was the kernel-start loop
+// (convt_wgmma.cu), and the kernel compiles without C7520 and with the same spills either way (checked
+// 2026-11-27). Kept because every measured run had it.
 __device__ __forceinline__ void fence_operand(float (&d)[128]) {
 #pragma unroll
   for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
