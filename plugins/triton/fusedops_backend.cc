@@ -135,11 +135,12 @@ std::string run_batch(InstanceState& st, std::vector<Admitted>& batch) {
   const Session& s = *st.session;
   std::vector<std::vector<char>> staging(s.inputs().size());
   std::vector<Ort::Value> values;
+  const bool split = batch.size() > 1;  // several requests: inputs concatenated, outputs split on dim 0
   int64_t total = 0;
   for (const Admitted& a : batch) total += a.rows;
   for (size_t i = 0; i < s.inputs().size(); ++i) {
     std::vector<int64_t> shape = batch[0].shapes[i];
-    if (batch.size() > 1) shape[0] = total;
+    if (split) shape[0] = total;
     uint64_t bytes = element_size(s.inputs()[i].type);
     for (int64_t d : shape) bytes *= uint64_t(d);
     staging[i].resize(bytes);
@@ -158,14 +159,24 @@ std::string run_batch(InstanceState& st, std::vector<Admitted>& batch) {
   } catch (const Ort::Exception& e) {
     return std::string("ONNX Runtime: ") + e.what();
   }
-  // Each request's rows of each output: dim 0 split by the requests' batch sizes.
+  // Each request's rows of each output: dim 0 split by the requests' batch sizes (a lone request takes it whole).
+  // Shapes, row sizes and data pointers once a batch, not once a request.
+  struct Part {
+    std::vector<int64_t> shape;
+    uint64_t row_bytes;
+    const char* data;
+  };
+  std::vector<Part> parts;
   for (size_t o = 0; o < outputs.size(); ++o) {
     auto info = outputs[o].GetTensorTypeAndShapeInfo();
-    if (batch.size() > 1 && (info.GetDimensionsCount() == 0 || info.GetShape()[0] != total))
+    std::vector<int64_t> shape = info.GetShape();
+    if (split && (shape.empty() || shape[0] != total))
       return "output '" + s.outputs()[o].name + "' does not keep the batch in dim 0";
     // Run() returns its outputs on the host (the CUDA EP copies them back); read nothing that is not.
     if (outputs[o].GetTensorMemoryInfo().GetDeviceType() != OrtMemoryInfoDeviceType_CPU)
       return "output '" + s.outputs()[o].name + "' came back in device memory";
+    const uint64_t row_bytes = info.GetElementCount() / uint64_t(split ? total : 1) * element_size(s.outputs()[o].type);
+    parts.push_back({std::move(shape), row_bytes, static_cast<const char*>(outputs[o].GetTensorRawData())});
   }
   int64_t row = 0;
   for (const Admitted& a : batch) {
@@ -176,25 +187,21 @@ std::string run_batch(InstanceState& st, std::vector<Admitted>& batch) {
       row += a.rows;
       continue;
     }
-    for (size_t o = 0; e == nullptr && o < outputs.size(); ++o) {
-      auto info = outputs[o].GetTensorTypeAndShapeInfo();
-      std::vector<int64_t> shape = info.GetShape();
-      const uint64_t row_bytes = info.GetElementCount() / uint64_t(batch.size() > 1 ? total : 1) *
-                                 element_size(s.outputs()[o].type);
-      if (batch.size() > 1) shape[0] = a.rows;
-      const uint64_t bytes = batch.size() > 1 ? row_bytes * uint64_t(a.rows) : row_bytes;
+    for (size_t o = 0; e == nullptr && o < parts.size(); ++o) {
+      Part& part = parts[o];
+      if (split) part.shape[0] = a.rows;
+      const uint64_t bytes = part.row_bytes * uint64_t(split ? a.rows : 1);
       TRITONBACKEND_Output* out = nullptr;
       void* buffer = nullptr;
       TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
       int64_t mem_id = 0;
       e = TRITONBACKEND_ResponseOutput(response, &out, s.outputs()[o].name.c_str(), triton_type(s.outputs()[o].type),
-                                       shape.data(), uint32_t(shape.size()));
+                                       part.shape.data(), uint32_t(part.shape.size()));
       if (e == nullptr) e = TRITONBACKEND_OutputBuffer(out, &buffer, bytes, &mem, &mem_id);
       if (e == nullptr && mem == TRITONSERVER_MEMORY_GPU)
         e = error(TRITONSERVER_ERROR_INTERNAL, "Triton asked for the output in GPU memory");
       if (e == nullptr && bytes > 0)
-        std::memcpy(buffer, static_cast<const char*>(outputs[o].GetTensorRawData()) +
-                                (batch.size() > 1 ? row_bytes * uint64_t(row) : 0), bytes);
+        std::memcpy(buffer, part.data + (split ? part.row_bytes * uint64_t(row) : 0), bytes);
     }
     row += a.rows;
     TRITONSERVER_Error* sent = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, e);
