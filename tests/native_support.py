@@ -30,3 +30,12 @@ def built_abi(what: str = "the native core"):
     native.build(cuda="auto", targets=["fusedops"])
     abi.load()
     return abi
+
+
+def built_ort(what: str = "libfusedops_ort.so"):
+    """fusedops.ort with libfusedops_ort.so built (here, if needed); skips where it cannot be built."""
+    require_native_build(what)
+    from fusedops import ort  # lazy: a skipped module never imports the native layer
+
+    ort.build_library(cuda="auto", fetch_deps=False)
+    return ort

@@ -24,7 +24,7 @@ from fusedops import catalog
 from fusedops.errors import FusedopsError
 from fusedops.plugins import cpu_blas
 from test_ort_lib import fused_graph  # the ORT tests' graph builder: fused node between Casts to its dtypes
-from native_support import built_abi, require_native_build
+from native_support import built_abi, built_ort
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 6e-2}  # as tests/test_core_native.py's GEMM test
 
@@ -38,11 +38,7 @@ def abi():
 
 @pytest.fixture(scope="module")
 def fo():
-    require_native_build("the native libraries")
-    from fusedops import ort as fo_mod
-
-    fo_mod.build_library(cuda="auto", fetch_deps=False)
-    return fo_mod
+    return built_ort("the native libraries")
 
 
 def _choice(backend: str) -> str:

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
-from native_support import require_native_build
+from native_support import built_ort
 
 ort = pytest.importorskip("onnxruntime")
 CPU = ["CPUExecutionProvider"]
@@ -43,11 +43,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def fo():
-    require_native_build("libfusedops_ort.so")
-    from fusedops import ort as fo_mod
-
-    fo_mod.build_library(cuda="auto", fetch_deps=False)
-    return fo_mod
+    return built_ort()
 
 
 def _case(x, w, G, bias=True, seed=0, x_dtype=np.float32, p_dtype=np.float32, **attrs):

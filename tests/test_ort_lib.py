@@ -23,7 +23,7 @@ from onnx import TensorProto, helper
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
-from native_support import require_native_build
+from native_support import built_ort
 
 ort = pytest.importorskip("onnxruntime")
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,11 +32,7 @@ CPU = ["CPUExecutionProvider"]
 
 @pytest.fixture(scope="module")
 def fo():
-    require_native_build("libfusedops_ort.so")
-    from fusedops import ort as fo_mod
-
-    fo_mod.build_library(cuda="auto", fetch_deps=False)
-    return fo_mod
+    return built_ort()
 
 
 # ---------------------------------------------------------------------------------------------------------------------

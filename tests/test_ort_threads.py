@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fusedops import catalog
-from native_support import require_native_build
+from native_support import built_ort
 from test_ort_lib import fused_graph
 
 ort = pytest.importorskip("onnxruntime")
@@ -23,11 +23,7 @@ CPU = ["CPUExecutionProvider"]
 
 @pytest.fixture(scope="module")
 def fo():
-    require_native_build("libfusedops_ort.so")
-    from fusedops import ort as fo_mod
-
-    fo_mod.build_library(cuda="auto", fetch_deps=False)
-    return fo_mod
+    return built_ort()
 
 
 def _session(fo, model, threads: int):
