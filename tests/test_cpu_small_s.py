@@ -12,18 +12,12 @@ import pytest
 import torch
 
 from fusedops import catalog
+from native_support import built_abi
 
 
 @pytest.fixture(scope="module")
 def abi():
-    from fusedops.errors import FusedopsError
-    from fusedops.plugins import abi as abi_mod
-
-    try:
-        abi_mod.load()
-    except FusedopsError as e:
-        pytest.skip(f"libfusedops.so is not built: {e}")
-    return abi_mod
+    return built_abi()
 
 
 CHAINS = [("", ""), ("mul(@0);silu", "add(@1);gelu"), ("", "hardtanh(-1,1);rsub(@0)")]
