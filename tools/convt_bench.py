@@ -5,9 +5,9 @@
 For each batch and precision (tf32, bf16, fp32-accurate = 3xTF32 against cuDNN strict FP32): GPU time (median of CUDA
 events over --iters runs after warm-up) and synchronous per-call wall time of
   fused      the plan of ConvTransposeGroupNormAct (kernels: convolution + statistics, finish, normalise in place)
-  fused_1tile  the same with the wgmma convolution's grid at one tile a block (plan option convt_blocks; A/B of its
-             persistent blocks; where the plan runs the mma.sync kernel the option changes nothing)
-  fused_wgmma3x  fp32-accurate on sm_90 only: 3xTF32 on the wgmma kernel (forced; the planner keeps mma.sync)
+  fused_ring  the same with the wgmma convolution's float32 X staged through the ring of raw chunks (cp.async)
+             instead of registers (plan option convt_ring_producer; A/B; 16-bit X and 3xTF32 always take registers)
+  fused_igemm3x  fp32-accurate on sm_90 only: 3xTF32 on the mma.sync kernel (forced; the planner runs wgmma there)
   cudnn      F.conv_transpose2d alone (the convolution's floor in today's path)
   today      F.conv_transpose2d then the fused GELU + GroupNorm op (abi.groupnorm_act_cuda), today's ModelNew path
   eager      conv_transpose2d + F.gelu + F.group_norm
@@ -83,18 +83,18 @@ def run_precision(prec, batch, iters, attrs, rows):
     bp = b.to(dtype)
     torch.backends.cudnn.allow_tf32 = not strict
     torch.backends.cuda.matmul.allow_tf32 = not strict
-    # A/B of the wgmma kernel's persistent grid: the same kernel with one tile a block (a cap above the tile count)
-    plan_1tile = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_blocks=1 << 30),
-                                     allow_tf32=not strict)
-    # FP32-accurate: 3xTF32 on the wgmma kernel too (only when forced until measured), beside the planner's mma.sync
-    plan_3x = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_kernel=abi.CONVT_WGMMA),
+    # A/B of the wgmma kernel's producers: the same kernel staging X through the ring of raw chunks
+    plan_ring = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_ring_producer=True),
+                                   allow_tf32=not strict)
+    # FP32-accurate on sm_90: the mma.sync kernel's 3xTF32 too, beside the planner's wgmma one
+    plan_3x = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_kernel=abi.CONVT_IGEMM),
                                   allow_tf32=False) if strict and torch.cuda.get_device_capability() == (9, 0) else None
     variants = {
         "fused": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                     plan=plan),
-        "fused_1tile": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
-                                                                          plan=plan_1tile),
-        **({"fused_wgmma3x": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
+        "fused_ring": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
+                                                                         plan=plan_ring),
+        **({"fused_igemm3x": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                             plan=plan_3x)} if plan_3x else {}),
         "cudnn": lambda: F.conv_transpose2d(x, w, bp),
         "today": lambda: abi.groupnorm_act_cuda(F.conv_transpose2d(x, w, bp), gamma.to(dtype), beta.to(dtype), [],
@@ -105,8 +105,8 @@ def run_precision(prec, batch, iters, attrs, rows):
         g_ms = gpu_ms(fn, iters)
         s_ms = sync_ms(fn, iters)
         rows.append({"precision": prec, "batch": batch, "variant": name, "gpu_ms": round(g_ms, 4),
-                     "sync_ms": round(s_ms, 4), "kernels": {"fused": plan.kernels, "fused_1tile": plan_1tile.kernels,
-                                                  "fused_wgmma3x": plan_3x.kernels if plan_3x else ""}.get(name, "")})
+                     "sync_ms": round(s_ms, 4), "kernels": {"fused": plan.kernels, "fused_ring": plan_ring.kernels,
+                                                  "fused_igemm3x": plan_3x.kernels if plan_3x else ""}.get(name, "")})
         print(f"{prec:14s} batch {batch:4d} {name:13s} gpu {g_ms:8.3f} ms  sync {s_ms:8.3f} ms", flush=True)
     del x, out
     torch.cuda.empty_cache()

@@ -44,7 +44,13 @@ WG_CASES = {
     "persistent_many_tiles": dict(shape=(12, 16, 64, 150), w_shape=(16, 64, 3, 3), G=8),
     "persistent_pads_wider": dict(shape=(40, 16, 40, 60), w_shape=(16, 64, 3, 3), G=8, pads=[3, 3, 3, 3]),
     "persistent_shared_epilogue": dict(shape=(12, 16, 64, 150), w_shape=(16, 64, 3, 3), G=4, pre="relu"),
+    # Model 4's channels and rows of 16-byte multiples (where the ring producer can stage X), over more tiles than
+    # SMs (the ring's slots change hands at each tile).
+    "persistent_ring_model4_rows": dict(shape=(6, 64, 40, 128), w_shape=(64, 64, 3, 3), G=8),
 }
+# The cases whose float32 X can go through the ring producer (rows a multiple of 4 floats, a chunk in one pass).
+RING_CASES = ["cout128_groups32_wide", "pads_wider_than_kernel", "one_d_5_taps", "persistent_pads_wider",
+              "persistent_ring_model4_rows"]
 
 
 @need_sm90
@@ -99,7 +105,8 @@ def test_wgmma_agrees_with_the_mma_sync_kernel(name):
 
 @need_sm90
 @pytest.mark.parametrize("blocks", [1, 3, 1 << 30])
-@pytest.mark.parametrize("name", ["model4_small", "pads_wider_than_kernel", "one_d_5_taps", "extras_no_bias"])
+@pytest.mark.parametrize("name", ["model4_small", "pads_wider_than_kernel", "one_d_5_taps", "extras_no_bias",
+                                  "persistent_ring_model4_rows"])
 def test_persistent_grid_of_any_size_gives_the_same_bits(name, blocks):
     """convt_blocks caps the persistent grid: 1 block runs every tile in turn (its stages reused across tiles whose
     outside-X slots differ), 3 interleave, 2^30 runs one tile a block. Same bits as the planner's grid."""
@@ -111,18 +118,47 @@ def test_persistent_grid_of_any_size_gives_the_same_bits(name, blocks):
 
 
 @need_sm90
+@pytest.mark.parametrize("name", RING_CASES)
+def test_ring_producer_gives_the_register_producers_bits(name):
+    """The ring producer (plan option convt_ring_producer: cp.async of raw chunks, then rounding and transposition from
+    shared memory) stages the same TF32 values in the same places as the register producer: same bits."""
+    ref, _, _, plan = _case(**WG_CASES[name])
+    got, _, _, plan_r = _case(**WG_CASES[name], options=abi.PlanOptions(convt_ring_producer=True))
+    assert "ring=0" in plan.kernels, plan.kernels  # the planner's default
+    assert int(re.search(r"ring=(\d+)", plan_r.kernels).group(1)) >= 2, plan_r.kernels
+    assert torch.equal(got, ref), (name, (got.double() - ref.double()).abs().max().item())
+
+
+@need_sm90
+def test_a_plan_runs_after_a_plan_with_less_shared_memory():
+    """The ring plan needs more shared memory than the register one of the same shape; making the second must not
+    lower the kernels' cap under the first (it did once: 'kernel launch failed: invalid argument')."""
+    x = torch.randn(1, 64, 8, 256, device=DEV)  # model 4's rows: ring 3 x 40 KB + 2 stages > 4 stages
+    w = torch.randn(64, 64, 3, 3, device=DEV) / 24
+    b, gamma, beta = (torch.randn(64, device=DEV) for _ in range(3))
+    a = attrs(num_groups=8, pre="gelu")
+    ring = convt_abi.make_plan(x, w, a, torch.float32, abi.PlanOptions(convt_ring_producer=True))
+    regs = convt_abi.make_plan(x, w, a, torch.float32)
+    smem = [int(re.search(r"smem=(\d+)", p.kernels).group(1)) for p in (ring, regs)]
+    assert smem[0] > smem[1], (ring.kernels, regs.kernels)
+    got = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], a, plan=ring)
+    ref = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], a, plan=regs)
+    assert torch.equal(got, ref)
+
+
+@need_sm90
 @pytest.mark.parametrize("name", ["model4_small", "cout128_groups32_wide", "one_d_5_taps", "pads_wider_than_kernel",
                                   "extras_no_bias", "persistent_many_tiles"])
-def test_3xtf32_on_wgmma_when_forced(name):
-    """Strict float32 on the wgmma kernel (X and W as TF32 hi + lo, three MMAs a tap): only when convt_kernel forces
-    it (not yet measured against the mma.sync kernel's 3xTF32); as accurate as that one (test_convt_gpu.py's bound:
-    20 x eager FP32's error or 6e-5) and agreeing with it."""
+def test_3xtf32_on_wgmma_is_the_planners_choice(name):
+    """Strict float32 on the wgmma kernel (X and W as TF32 hi + lo, three MMAs a tap), the planner's choice on sm_90
+    since it ran 2.1 x faster than the mma.sync kernel's 3xTF32 at model 4's batch 128 (H200, 2026-11-27); as
+    accurate as that one (test_convt_gpu.py's bound: 20 x eager FP32's error or 6e-5) and agreeing with it."""
     case = dict(WG_CASES[name], allow_tf32=False)
-    got, want, eager, plan = _case(**case, options=abi.PlanOptions(convt_kernel=abi.CONVT_WGMMA))
+    got, want, eager, plan = _case(**case)
     assert "convt_wgmma(3xtf32" in plan.kernels, plan.kernels
     _check(got, want, eager, floor=6e-5, factor=20.0, what=f"{name} wgmma 3xtf32")
-    ig, _, _, plan_ig = _case(**case)
-    assert "convt_igemm(3xtf32" in plan_ig.kernels, plan_ig.kernels  # the planner's own choice stays mma.sync
+    ig, _, _, plan_ig = _case(**case, options=abi.PlanOptions(convt_kernel=abi.CONVT_IGEMM))
+    assert "convt_igemm(3xtf32" in plan_ig.kernels, plan_ig.kernels
     err_wg, err_ig = ((t.double() - want).abs().max().item() for t in (got, ig))
     assert (got.double() - ig.double()).abs().max().item() <= 2 * (err_wg + err_ig) + 1e-6, (err_wg, err_ig)
 

@@ -46,7 +46,7 @@ fi
 if has sanitize; then
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 $py -m pytest -q -p no:cacheprovider \
-      tests/gpu/test_convt_wgmma_gpu.py -k "against_float64 and (model4_small or one_d or cout128 or pads_wider or persistent_many)" \
+      tests/gpu/test_convt_wgmma_gpu.py -k "(against_float64 and (model4_small or one_d or cout128 or pads_wider or persistent_many or persistent_ring)) or ring_producer" \
       >"$out/sanitize_$tool.log" 2>&1
     echo "compute-sanitizer $tool rc=$?: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$out/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
   done

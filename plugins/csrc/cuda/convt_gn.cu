@@ -295,17 +295,17 @@ bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, const fusedops_p
   if (!convt_sm90_built()) return *why = "this library was built without sm_90a kernels", false;
   if (device_info().cc_major != 9) return *why = "the device is not sm_90", false;
   if (!s9.eligible) return *why = s9.why, false;
-  // 3xTF32 on wgmma is new (2026-11-27) and not yet measured against the mma.sync kernel's: only when forced.
-  if (s9.three && o.convt_kernel != FUSEDOPS_CONVT_WGMMA)
-    return *why = "strict float32 (3xTF32) runs on the wgmma kernel only when convt_kernel forces it", false;
   int dev = 0, optin = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return cudaGetLastError(), *why = "the device's shared-memory limit is unknown", false;
-  int32_t stages = 0;
-  const size_t smem = convt_sm90_smem(s9.span, b.kh * b.kw, s9.three, size_t(optin), &stages);
+  int32_t stages = 0, ring = 0;
+  const size_t smem = convt_sm90_smem(s9.span, b.kh * b.kw, s9.three, o.convt_ring_producer ? s9.ring_chunk : 0,
+                                      size_t(optin), &stages, &ring);
   if (smem == 0) return *why = "its stages exceed the device's shared memory", false;
-  if (convt_sm90_prepare(smem) != cudaSuccess)
+  // The cap goes to the device's limit, not this plan's size: plans of other shapes (or options) share the kernels,
+  // and a later plan with less shared memory must not make this one's launch invalid.
+  if (convt_sm90_prepare(size_t(optin)) != cudaSuccess)
     return cudaGetLastError(), *why = "the device refused the kernel's shared memory", false;
   ConvtSm90Params& q = p->s9;
   q.param_dtype = b.param_dtype;
@@ -321,6 +321,7 @@ bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, const fusedops_p
   q.blocks = int32_t(std::min<int64_t>(int64_t(s9.tiles) * s9.tiles_c * q.batch,
                                        o.convt_blocks > 0 ? o.convt_blocks : device_info().sms));
   q.three = s9.three;
+  q.ring = ring, q.ring_rows = ring > 0 ? s9.ring_rows : 0;
   p->smem = smem;
   p->s9l = s9;
   p->sm90 = true;
@@ -428,13 +429,13 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   char text[256];
   if (p->sm90)
     std::snprintf(text, sizeof text,
-                  "convt_pack_w + convt_wgmma(%s,64x%d,stages=%d,smem=%zu,blocks=%d) + gn_stats_finish + "
+                  "convt_pack_w + convt_wgmma(%s,64x%d,stages=%d,ring=%d,smem=%zu,blocks=%d) + gn_stats_finish + "
                   "gn_normalize_inplace",
                   p->s9.three                     ? "3xtf32"
                   : gn.x_dtype == FUSEDOPS_F32    ? "tf32"
                   : gn.x_dtype == FUSEDOPS_BF16   ? "bf16"
                                                   : "f16",
-                  kSm90Pixels, p->s9.stages, p->smem, p->s9.blocks);
+                  kSm90Pixels, p->s9.stages, p->s9.ring, p->smem, p->s9.blocks);
   else
     std::snprintf(text, sizeof text,
                   "convt_pack_w + convt_igemm(%s,%dx%dx%d,kc=%d,smem=%zu%s) + gn_stats_finish + gn_normalize_inplace",

@@ -2,6 +2,8 @@
 // (convt_wgmma.h). Host code; a pure function of the descriptor, so the workspace size is one too.
 #include <stdint.h>
 
+#include <algorithm>
+
 #include "core/conv_rules.h"
 #include "cuda/sm90/convt_wgmma.h"
 
@@ -51,6 +53,12 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   l->offy = int32_t((g.kh - 1) * g.dh - g.ph);
   l->offx = int32_t((g.kw - 1) * g.dw - g.pw);
   l->span = int32_t(span);
+  // TF32 staging through a ring of raw chunks: 16-byte rows (win % 4 == 0) and a chunk in one producer pass.
+  const int64_t ring_rows = std::min<int64_t>(g.hin, (span - 1) / wpad + 2);
+  if (f32 && !l->three && g.win % 4 == 0 && 2 * ring_rows * (g.win / 4) <= kSm90RingItems) {
+    l->ring_rows = int32_t(ring_rows);
+    l->ring_chunk = size_t(kSm90Chunk) * size_t(ring_rows) * size_t(g.win) * sizeof(float);
+  }
   l->tiles = int32_t(cdiv(flat, kSm90Pixels));
   l->tiles_c = int32_t(gn.C / kSm90Cout);
   if (int64_t(l->tiles) * l->tiles_c * gn.N >= INT32_MAX)  // the persistent blocks count tiles in 32 bits

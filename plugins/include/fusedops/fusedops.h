@@ -228,6 +228,8 @@ typedef struct {
                                  kernel that cannot run the descriptor fails plan creation with the reason */
   int32_t convt_blocks;       /* the wgmma convolution's persistent grid: k > 0 = at most k blocks (a cap above the tile
                                  count runs one tile a block, the grid before persistence); 0 = one block an SM */
+  int32_t convt_ring_producer; /* 1: the wgmma convolution stages float32 TF32 X through a ring of raw chunks
+                                  (cp.async) where it fits; 0 = through registers (measured faster, H200 2026-11-27) */
 } fusedops_plan_options;
 
 /* ---- The convolution of ConvTransposeGroupNormAct: which kernel a plan runs ------------------------------------ */

@@ -104,7 +104,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
     for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
       const int ct = t % p.tiles_c, m0 = t / p.tiles_c % p.tiles * kSm90Pixels, n = t / per_n;
       if constexpr (std::is_same_v<T, float>) {
-        if (p.x_vec) produce<true, kThree>(p, stages, full, empty, m0, n, ct, g0);
+        // The ring sits past the stages, where the shared-memory epilogue (kPre < 0) may write its tile.
+        if (kPre >= 0 && !kThree && p.ring > 0 && p.x_vec)
+          produce_ring(p, stages, reinterpret_cast<float*>(stages + size_t(p.stages) * stage_bytes), full, empty, m0,
+                       n, ct, g0);
+        else if (p.x_vec) produce<true, kThree>(p, stages, full, empty, m0, n, ct, g0);
         else produce<false, kThree>(p, stages, full, empty, m0, n, ct, g0);
       } else {
         if (p.x_vec) produce16<T, true>(p, stages, full, empty, m0, n, ct, g0);
@@ -120,40 +124,46 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   const int wg = (warp - 4) >> 2, wl = warp & 3;
   const uint32_t sbase = smem_u32(stages);
   float acc[128];  // a tile's first MMA overwrites it (scale_d = 0): no zeroing between tiles
-  int g0 = 0;
-  for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
+  // Per tap, the descriptors step by constants (no integer division in the MMA issue loop: ncu put the per-tap
+  // `k / kw` and descriptor arithmetic at a fifth of the consumers' stall samples). A descriptor's address field is
+  // its low 14 bits (bytes / 16, shared memory < 256 KB), so adding to the 64-bit word moves the address only.
+  const int shift0 = (p.kh - 1) * p.dh * p.wpad + (p.kw - 1) * p.dw;  // tap 0's shift (slots)
+  const int row_step = (p.kw - 1) * p.dw - p.dh * p.wpad;             // the shift's change at a kernel row's end
+  const uint64_t w_tap = 2u * kSm90Cout, x_lo = x_bytes / 16u, w_lo = w_bytes / 16u;  // in 16-byte units
+  int st = 0;  // the stage of the block's current chunk, and its full barrier's phase parity
+  uint32_t phase = 0;
+  for (int t = blockIdx.x; t < total; t += gridDim.x) {
     for (int q = 0; q < p.chunks; ++q) {
-      const int g = g0 + q, st = g % p.stages;
-      mbar_wait(full + st, uint32_t((g / p.stages) & 1));
+      mbar_wait(full + st, phase);
       const uint32_t sx = sbase + uint32_t(st) * stage_bytes, sw = sx + kParts * x_bytes;
+      const uint64_t da0 = gmma_desc(sw, kSm90Cout * 16u, 128u);
+      const uint64_t db0 = gmma_desc(sx + uint32_t(wg * 256) * 16u, uint32_t(p.span) * 16u, 128u);
       fence_operand(acc);
       wgmma_fence();
+      int shift = shift0, kw = 0;
       for (int k = 0; k < taps; ++k) {
-        const int kh = k / p.kw, kw = k - kh * p.kw;
-        const int shift = (p.kh - 1 - kh) * p.dh * p.wpad + (p.kw - 1 - kw) * p.dw;
-        const uint64_t da = gmma_desc(sw + uint32_t(k) * 2u * kSm90Cout * 16u, kSm90Cout * 16u, 128u);
-        const uint64_t db = gmma_desc(sx + uint32_t(wg * 256 + shift) * 16u, uint32_t(p.span) * 16u, 128u);
+        const uint64_t da = da0 + uint64_t(k) * w_tap, db = db0 + uint64_t(shift);
         const uint32_t accumulate = (q | k) != 0;
         if constexpr (kThree) {  // the small products first: W lo · X hi, W hi · X lo, then W hi · X hi
-          const uint64_t da_lo = gmma_desc(sw + w_bytes + uint32_t(k) * 2u * kSm90Cout * 16u, kSm90Cout * 16u, 128u);
-          const uint64_t db_lo = gmma_desc(sx + x_bytes + uint32_t(wg * 256 + shift) * 16u, uint32_t(p.span) * 16u,
-                                           128u);
-          wgmma_m64n256k8_tf32(acc, da_lo, db, accumulate);
-          wgmma_m64n256k8_tf32(acc, da, db_lo, 1);
+          wgmma_m64n256k8_tf32(acc, da + w_lo, db, accumulate);
+          wgmma_m64n256k8_tf32(acc, da, db + x_lo, 1);
           wgmma_m64n256k8_tf32(acc, da, db, 1);
         } else if constexpr (std::is_same_v<T, float>) {
           wgmma_m64n256k8_tf32(acc, da, db, accumulate);
         } else {
           wgmma_m64n256k16<T>(acc, da, db, accumulate);
         }
+        if (++kw == p.kw) kw = 0, shift += row_step;
+        else shift -= p.dw;
       }
       wgmma_commit();
       wgmma_wait<1>();  // chunk g - 1's MMAs are done: its stage may be refilled
-      if (q > 0) mbar_arrive(empty + (g - 1) % p.stages);
+      if (q > 0) mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));
+      if (++st == p.stages) st = 0, phase ^= 1u;
     }
     wgmma_wait<0>();
     fence_operand(acc);
-    mbar_arrive(empty + (g0 + p.chunks - 1) % p.stages);  // the producer may fill the next tile meanwhile
+    mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));  // the producer may fill the next tile meanwhile
     // The tile's coordinates only now: live across the mainloop they would push the accumulators into local memory.
     const int ct = t % p.tiles_c, tile = t / p.tiles_c % p.tiles, n = t / per_n;
     const int m0 = tile * kSm90Pixels;  // flat padded index of the tile's first pixel (plan: fits int32)
@@ -171,8 +181,20 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
 
 int convt_sm90_built() { return 1; }
 
-size_t convt_sm90_smem(int32_t span, int32_t taps, bool three, size_t limit, int32_t* stages) {
+size_t convt_sm90_smem(int32_t span, int32_t taps, bool three, size_t ring_chunk, size_t limit, int32_t* stages,
+                       int32_t* ring) {
   const size_t stage = size_t(three ? 2 : 1) * (size_t(stage_x_bytes(span)) + stage_w_bytes(taps));
+  *ring = 0;
+  // With a ring of raw chunks (its loads in flight ahead), two stages suffice: the producer's transposition from
+  // shared memory is shorter than a chunk's MMAs. Three ring slots (two chunks ahead) where they fit, else two.
+  for (int r = 3; ring_chunk > 0 && r >= 2; --r) {
+    // the ring right after the two stages: kernels with the shared-memory epilogue (over the stages) never use it
+    const size_t total = kStagesOffset + std::max(2 * stage + size_t(r) * ring_chunk, kEpilogueBytes);
+    if (total <= limit) {
+      *stages = 2, *ring = r;
+      return total;
+    }
+  }
   for (int s = kMaxStages; s >= 2; --s) {
     const size_t total = kStagesOffset + std::max(size_t(s) * stage, kEpilogueBytes);
     if (total <= limit) {

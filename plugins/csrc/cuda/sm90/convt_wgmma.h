@@ -18,6 +18,7 @@ constexpr int kSm90Pixels = 512;
 constexpr int kSm90Cout = 64;
 constexpr int kSm90Chunk = 8;  // float32; 16-bit X: 2 * kSm90Chunk (one k16 MMA a tap)
 constexpr int kSm90Threads = 384;  // one producer warpgroup, two consumer warpgroups
+constexpr int kSm90RingItems = 768;  // the ring producer's items a chunk (4 channels x 4 columns each), one pass
 
 // The padded grid: output pixel (oy, ox) is flat index oy * wpad + ox, and tap (kh, kw) reads the staged input at
 // flat index m + shift(kh, kw), shift = (kh_max - kh) * dh * wpad + (kw_max - kw) * dw, where padded input row R is
@@ -45,6 +46,7 @@ struct ConvtSm90Params {
   int32_t blocks;            // persistent grid: one block an SM (its registers hold one), at most the tiles
   int32_t y_pairs;           // wpad and wout even, Y aligned to two elements (else pre_kind -1 at run time)
   int32_t three;             // float32 X, strict: 3xTF32 (stages and packed W hold hi and lo parts)
+  int32_t ring, ring_rows;   // > 0: float32 TF32 staging through `ring` raw chunks of 8 x ring_rows x win floats
 };
 
 // Where the kernel can run `d` (convt_sm90_layout.cpp): its geometry and workspace layout, or eligible = false and
@@ -54,6 +56,8 @@ struct ConvtSm90Layout {
   bool three = false;  // strict float32: 3xTF32
   const char* why = "";
   int32_t wpad = 0, offy = 0, offx = 0, span = 0, tiles = 0, tiles_c = 0;
+  int32_t ring_rows = 0;  // > 0: TF32 X may stage through a ring of raw chunks of this many input rows
+  size_t ring_chunk = 0;  // bytes of one raw chunk
   size_t partials_bytes = 0, stats_offset = 0, wp_offset = 0, total = 0;
 };
 ConvtSm90Layout convt_sm90_layout(const fusedops_op_desc& d);
@@ -61,8 +65,10 @@ ConvtSm90Layout convt_sm90_layout(const fusedops_op_desc& d);
 // 1 if this build has the sm_90a kernel.
 int convt_sm90_built();
 // Dynamic shared memory of a launch with these parameters (stages included), or 0 if they cannot fit `limit`;
-// picks the pipeline depth into *stages.
-size_t convt_sm90_smem(int32_t span, int32_t taps, bool three, size_t limit, int32_t* stages);
+// picks the pipeline depth into *stages and, where ring_chunk (bytes of a raw chunk) > 0 and a ring fits, its slots
+// into *ring (else 0).
+size_t convt_sm90_smem(int32_t span, int32_t taps, bool three, size_t ring_chunk, size_t limit, int32_t* stages,
+                       int32_t* ring);
 // Weights [cin][cout][kh][kw] of x_dtype into p.wp's packed layout (float32 TF32-rounded; `three`: a chunk's hi
 // block, then its lo block).
 cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t cin, int32_t cout, int32_t taps,
@@ -71,7 +77,7 @@ cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t ci
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream);
 // 0: `pre` is empty, 1: GELU alone (both take the register epilogue), -1: any other chain (shared-memory epilogue).
 int32_t convt_sm90_pre_kind(const fusedops_chain& pre);
-// Sets the kernels' shared-memory attribute (plan creation).
+// Sets the kernels' dynamic shared-memory cap (plan creation; the device's opt-in limit, shared by every plan).
 cudaError_t convt_sm90_prepare(size_t smem);
 
 }  // namespace cuda

@@ -3,16 +3,13 @@
 #pragma once
 
 #include "cuda/sm90/convt_wgmma.h"
+#include "cuda/sm90/wgmma_ptx.cuh"
 
 namespace fusedops {
 namespace cuda {
 namespace sm90 {
 
 constexpr int kLdTile = 256 + 8;  // shared epilogue tile row stride (floats): = 8 (mod 32), conflict-free float2 stores
-
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 __device__ __forceinline__ void store_pair(float* y, float a, float b) {
   *reinterpret_cast<float2*>(y) = make_float2(a, b);

@@ -67,6 +67,7 @@ __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, i
 }
 
 constexpr int kItemsPerPass = 6;  // producer items in flight per thread: 6 x 16 floats of registers
+static_assert(kItemsPerPass * 128 == kSm90RingItems, "the ring producer takes a chunk in one pass");
 
 // The producer warpgroup: per channel chunk, every input row the tile's staged slots reach, in items of 4 channels x
 // 4 consecutive input columns: 16-byte loads (V4: float32 rows of width % 4 == 0 on 16-byte aligned X) issued before
@@ -145,6 +146,88 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
                   make_float4(tf32(v[j][0][e] - hi.x), tf32(v[j][1][e] - hi.y), tf32(v[j][2][e] - hi.z),
                               tf32(v[j][3][e] - hi.w));
           }
+    }
+    fence_proxy_async();
+    mbar_arrive(full + st);
+  }
+}
+
+// The same staging through a ring of raw chunks (float32, 16-byte rows, one pass a chunk; plan: p.ring > 0): each
+// thread cp.asyncs its items' 4 channel rows of 4 columns into ring slot [channel][row][column] (ring_rows input rows
+// a chunk) p.ring - 1 chunks ahead, then, when its own copies of chunk q have landed, reads them back, rounds,
+// transposes and stores them as produce does. The loads no longer hold registers across their latency, so the
+// producer keeps two chunks of X in flight instead of none while it stores. A thread reads only what it copied
+// (the same items each chunk of a tile), so only the tile boundary needs a barrier (the ring's slots change hands).
+__device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned char* stages, float* ring,
+                                             uint64_t* full, uint64_t* empty, int m0, int n, int ct, int g0) {
+  const int tid = threadIdx.x;
+  const int taps = p.kh * p.kw;
+  const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps), stage_bytes = x_bytes + w_bytes;
+  const int64_t plane = int64_t(p.hin) * p.win;
+  const float* xn = static_cast<const float*>(p.x) + int64_t(n) * p.cin * plane;
+  const float* wt = static_cast<const float*>(p.wp) + int64_t(ct) * p.chunks * (w_bytes / 4);
+  const int iy_lo = max(0, m0 / p.wpad - p.offy);
+  const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
+  const int rows = max(0, iy_hi - iy_lo + 1), ncq = p.win / 4;
+  const int items = 2 * rows * ncq, rows_d = max(rows, 1);
+  const int crow = p.ring_rows * p.win;         // floats between two channels of a ring slot
+  const int slot_floats = kSm90Chunk * crow;    // one chunk
+  int isrc[kItemsPerPass], idst[kItemsPerPass], iraw[kItemsPerPass];
+  uint32_t lmask = 0, smask = 0;
+  item_table<4, kItemsPerPass>(p, 0, tid, items, ncq, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
+#pragma unroll
+  for (int j = 0; j < kItemsPerPass; ++j) {  // ring offset of the item's first channel: [4 quad + c][r][4 cgroup]
+    const int i = j * 128 + tid;
+    const int cgroup = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
+    iraw[j] = 4 * quad * crow + r * p.win + 4 * cgroup;
+  }
+  const int ahead = p.ring - 1;
+  auto issue = [&](int q) {  // chunk q's copies into ring slot q % p.ring, one commit group (empty past the end)
+    if (q < p.chunks) {
+      const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
+      float* slot = ring + (q % p.ring) * slot_floats;
+#pragma unroll
+      for (int j = 0; j < kItemsPerPass; ++j)
+        if (lmask >> (4 * j) & 15u)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) cp_async16(slot + iraw[j] + c * crow, xc + isrc[j] + c * plane);
+    }
+    cp_async_commit();
+  };
+  named_sync(5, 128);  // every producer thread has read the previous tile's chunks out of the ring
+  for (int q = 0; q < ahead; ++q) issue(q);
+  for (int q = 0; q < p.chunks; ++q) {
+    const int g = g0 + q, st = g % p.stages;
+    unsigned char* sx = stages + size_t(st) * stage_bytes;
+    issue(q + ahead);
+    if (ahead == 2) cp_async_wait<2>();
+    else cp_async_wait<1>();
+    if (q < p.stages) {  // a stage's first chunk of the tile: zero its outside slots (see produce)
+      if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+      zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
+    } else {
+      mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+    }
+    if (tid == 0) {
+      mbar_arrive_expect_tx(full + st, w_bytes);
+      bulk_copy(sx + x_bytes, wt + int64_t(q) * (w_bytes / 4), w_bytes, full + st);
+    }
+    const float* slot = ring + (q % p.ring) * slot_floats;
+#pragma unroll
+    for (int j = 0; j < kItemsPerPass; ++j) {
+      if (!(smask >> (4 * j) & 15u)) continue;
+      float4 v[4];  // [channel] of 4 columns
+#pragma unroll
+      for (int c = 0; c < 4; ++c) v[c] = *reinterpret_cast<const float4*>(slot + iraw[j] + c * crow);
+      const float* f0 = &v[0].x;
+      const float* f1 = &v[1].x;
+      const float* f2 = &v[2].x;
+      const float* f3 = &v[3].x;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (smask >> (4 * j + e) & 1)
+          *reinterpret_cast<float4*>(sx + idst[j] + 16 * e) = make_float4(tf32(f0[e]), tf32(f1[e]), tf32(f2[e]),
+                                                                          tf32(f3[e]));
     }
     fence_proxy_async();
     mbar_arrive(full + st);
