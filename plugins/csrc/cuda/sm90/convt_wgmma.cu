@@ -7,10 +7,10 @@
 // input at the output's flat index plus one constant (convt_wgmma.h), so a stage holds input channels [8q, 8q + 8) of
 // one contiguous run of padded input slots, laid out K-major as [channel quad][slot][4 channels] (16-byte rows of
 // 8-row core matrices), and tap (kh, kw)'s B operand is that stage read from slot shift(kh, kw) on: the 9 taps of a
-// 3x3 kernel share one staged copy and no operand is ever gathered. The producer warpgroup fills the stages from NCHW
+// 3x3 kernel share one staged copy and no operand is ever gathered. Two producer warpgroups fill the stages from NCHW
 // X with 16-byte loads of 4 channels x 4 columns, rounded to TF32 and transposed in registers (slots outside X are
-// zeroed once a tile), and the chunk's packed weights with one bulk copy; the two consumer warpgroups run one
-// m64n256k8 wgmma per tap. The epilogue (convt_wgmma_epilogue.cuh) adds the bias, applies `pre`, stores Y
+// zeroed once a tile), and the chunk's packed weights with one bulk copy; the two consumer warpgroups run two
+// m64n128k8 wgmmas per tap (setmaxnreg moves registers from the producers to them). The epilogue (convt_wgmma_epilogue.cuh) adds the bias, applies `pre`, stores Y
 // (pre-normalisation) and writes the tile's exact two-pass statistics per GroupNorm group; the finishing and in-place
 // normalise kernels of convt_gn.cu do the rest.
 //
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
 
   if (tid == 0) {
     for (int s = 0; s < kMaxStages; ++s) {
-      mbar_init(full + s, 128 + 1);  // 128 producer threads + the weights' expect_tx arrival
+      mbar_init(full + s, kSm90Producers + 1);  // every producer thread + the weights' expect_tx arrival
       mbar_init(empty + s, 256);     // every consumer thread
     }
   }
@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   // neighbouring blocks share X's rows in L2); producer and consumers walk the same sequence in their own loops, so
   // chunk g of the block is chunk g % chunks of its (g / chunks)-th tile, in stage g % stages.
   const int total = p.tiles * p.tiles_c * p.batch, per_n = p.tiles_c * p.tiles;  // (plan: fits int32)
-  if (warp < 4) {  // ---- producer warpgroup ----
+  if (warp < kSm90Producers / 32) {  // ---- producer warpgroups ----
+    setmaxnreg_dec<kSm90ProducerRegs>();
     int g0 = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
       const int ct = t % p.tiles_c, m0 = t / p.tiles_c % p.tiles * kSm90Pixels, n = t / per_n;
@@ -121,7 +122,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   }
 
   // ---- consumer warpgroups: wg 0 computes pixels [m0, m0 + 256) of a tile, wg 1 [m0 + 256, m0 + 512) ----
-  const int wg = (warp - 4) >> 2, wl = warp & 3;
+  setmaxnreg_inc<kSm90ConsumerRegs>();
+  const int wg = (warp - kSm90Producers / 32) >> 2, wl = warp & 3;
   const uint32_t sbase = smem_u32(stages);
   float acc[128];  // a tile's first MMA overwrites it (scale_d = 0): no zeroing between tiles
   // Per tap, the descriptors step by constants (no integer division in the MMA issue loop: ncu put the per-tap
@@ -130,6 +132,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   const int shift0 = (p.kh - 1) * p.dh * p.wpad + (p.kw - 1) * p.dw;  // tap 0's shift (slots)
   const int row_step = (p.kw - 1) * p.dw - p.dh * p.wpad;             // the shift's change at a kernel row's end
   const uint64_t w_tap = 2u * kSm90Cout, x_lo = x_bytes / 16u, w_lo = w_bytes / 16u;  // in 16-byte units
+  constexpr uint64_t kHalf = 128;  // the second n128 half's first slot (one 16-byte slot a pixel)
   int st = 0;  // the stage of the block's current chunk, and its full barrier's phase parity
   uint32_t phase = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -144,14 +147,21 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
       for (int k = 0; k < taps; ++k) {
         const uint64_t da = da0 + uint64_t(k) * w_tap, db = db0 + uint64_t(shift);
         const uint32_t accumulate = (q | k) != 0;
+        // Each tap is two n128 MMAs (wgmma_ptx.cuh: no n256 at 512 threads), pixels [0, 128) and [128, 256)
+        // of the warpgroup's 256, 128 slots apart in the stage.
         if constexpr (kThree) {  // the small products first: W lo · X hi, W hi · X lo, then W hi · X hi
-          wgmma_m64n256k8_tf32(acc, da + w_lo, db, accumulate);
-          wgmma_m64n256k8_tf32(acc, da, db + x_lo, 1);
-          wgmma_m64n256k8_tf32(acc, da, db, 1);
+          wgmma_m64n128k8_tf32<0>(acc, da + w_lo, db, accumulate);
+          wgmma_m64n128k8_tf32<1>(acc, da + w_lo, db + kHalf, accumulate);
+          wgmma_m64n128k8_tf32<0>(acc, da, db + x_lo, 1);
+          wgmma_m64n128k8_tf32<1>(acc, da, db + x_lo + kHalf, 1);
+          wgmma_m64n128k8_tf32<0>(acc, da, db, 1);
+          wgmma_m64n128k8_tf32<1>(acc, da, db + kHalf, 1);
         } else if constexpr (std::is_same_v<T, float>) {
-          wgmma_m64n256k8_tf32(acc, da, db, accumulate);
+          wgmma_m64n128k8_tf32<0>(acc, da, db, accumulate);
+          wgmma_m64n128k8_tf32<1>(acc, da, db + kHalf, accumulate);
         } else {
-          wgmma_m64n256k16<T>(acc, da, db, accumulate);
+          wgmma_m64n128k16<0, T>(acc, da, db, accumulate);
+          wgmma_m64n128k16<1, T>(acc, da, db + kHalf, accumulate);
         }
         if (++kw == p.kw) kw = 0, shift += row_step;
         else shift -= p.dw;

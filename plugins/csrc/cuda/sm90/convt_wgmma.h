@@ -17,7 +17,13 @@ namespace cuda {
 constexpr int kSm90Pixels = 512;
 constexpr int kSm90Cout = 64;
 constexpr int kSm90Chunk = 8;  // float32; 16-bit X: 2 * kSm90Chunk (one k16 MMA a tap)
-constexpr int kSm90Threads = 384;  // one producer warpgroup, two consumer warpgroups
+// Two producer warpgroups, two consumer warpgroups. One producer warp an SM sub-partition issued on ~13 % of its
+// cycles and left the consumers waiting for full stages ~40 % of theirs (ncu, 2026-11-27): two halve each producer
+// thread's items. Registers: 128 a thread at launch; producers give 40 back (setmaxnreg), consumers take 168.
+constexpr int kSm90Producers = 256;
+constexpr int kSm90Threads = kSm90Producers + 256;
+constexpr int kSm90ProducerRegs = 88, kSm90ConsumerRegs = 168;
+static_assert(kSm90Producers * kSm90ProducerRegs + 256 * kSm90ConsumerRegs <= 65536, "the SM's register file");
 constexpr int kSm90RingItems = 768;  // the ring producer's items a chunk (4 channels x 4 columns each), one pass
 
 // The padded grid: output pixel (oy, ox) is flat index oy * wpad + ox, and tap (kh, kw) reads the staged input at

@@ -1,4 +1,4 @@
-// Internal to convt_wgmma.cu: the producer warpgroup's staging of X (float32 and 16-bit) into the K-major stages.
+// Internal to convt_wgmma.cu: the producer warpgroups' staging of X (float32 and 16-bit) into the K-major stages.
 #pragma once
 
 #include "cuda/sm90/convt_wgmma.h"
@@ -21,9 +21,9 @@ __device__ __forceinline__ float tf32(float x) {
 // columns, rows past the grid's end) depends on the tile: at a stage's first use in a tile the producer zeroes the
 // tile's outside slots (a few edge columns a row; whole rows only at the image's top and bottom). The items write
 // every other slot of the span, so together they cover the stage. Same byte geometry for float32 and 16-bit X.
-// Out of line and on scalars (a reference to the kernel's parameters would be read through a generic pointer, from
-// memory, each iteration): inlined, its registers on top of the loads in flight spilled.
-__device__ __noinline__ void zero_outside(unsigned char* sx, int m0, int tid, int wpad, int span, int offx, int offy,
+// On scalars (a reference to the kernel's parameters would be read through a generic pointer, from memory, each
+// iteration). Inlined: a call inside a setmaxnreg region fails ptxas's register allocation (13.0, C7600).
+__device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid, int wpad, int span, int offx, int offy,
                                           int win, int hin) {
   const int r_lo = m0 / wpad, r_hi = (m0 + span - 1) / wpad;
   const int a = min(max(offx, 0), wpad), b = min(max(offx + win, 0), wpad);  // X's padded columns [a, b)
@@ -32,7 +32,7 @@ __device__ __noinline__ void zero_outside(unsigned char* sx, int m0, int tid, in
     const int plane = pr & 1, row = r_lo + (pr >> 1), iy = row - offy;
     const bool inside = iy >= 0 && iy < hin;
     const int count = inside ? edge : wpad;
-    for (int c = tid; c < count; c += 128) {
+    for (int c = tid; c < count; c += kSm90Producers) {
       const int col = !inside ? c : c < a ? c : b + (c - a);
       const int slot = row * wpad + col - m0;
       if (slot >= 0 && slot < span)
@@ -41,7 +41,7 @@ __device__ __noinline__ void zero_outside(unsigned char* sx, int m0, int tid, in
   }
 }
 
-// The items of one pass for this thread, both producers: item j = base + 128 j + tid of the chunk's (channel group
+// The items of one pass for this thread, both producers: item j = base + kSm90Producers j + tid of the chunk's (channel group
 // of E, input row, group of E columns); its offset in a chunk of X, the stage byte offset of its first slot, and
 // masks (bit E j + e: column e inside X, to load; then the same for the slots to store). A column padding crops
 // (padded column outside [0, wpad)) is read by no output; storing it would land in the neighbouring padded row.
@@ -52,7 +52,7 @@ __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, i
   lmask = smask = 0;
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
-    const int i = base + j * 128 + tid;
+    const int i = base + j * kSm90Producers + tid;
     const int cgroup = i % ngroups, r = (i / ngroups) % rows_d, chan = i / (ngroups * rows_d);
     const int s0 = (iy_lo + r + p.offy) * p.wpad + E * cgroup + p.offx - m0;
     isrc[j] = chan * E * int(plane) + (iy_lo + r) * p.win + E * cgroup;
@@ -66,10 +66,10 @@ __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, i
   }
 }
 
-constexpr int kItemsPerPass = 6;  // producer items in flight per thread: 6 x 16 floats of registers
-static_assert(kItemsPerPass * 128 == kSm90RingItems, "the ring producer takes a chunk in one pass");
+constexpr int kItemsPerPass = 3;  // producer items in flight per thread: 3 x 16 floats of registers
+static_assert(kItemsPerPass * kSm90Producers == kSm90RingItems, "the ring producer takes a chunk in one pass");
 
-// The producer warpgroup: per channel chunk, every input row the tile's staged slots reach, in items of 4 channels x
+// The producer warpgroups: per channel chunk, every input row the tile's staged slots reach, in items of 4 channels x
 // 4 consecutive input columns: 16-byte loads (V4: float32 rows of width % 4 == 0 on 16-byte aligned X) issued before
 // the stage is known to be free, then rounded to TF32, transposed in registers and stored as 4 slots of 16 bytes
 // ([channel quad][slot][4 channels]). Slots outside X: zero_outside. g0: the block's chunk count before this tile.
@@ -93,15 +93,15 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
   const int items = 2 * rows * ncq, rows_d = max(rows, 1);
   // Per item of a pass: its offset in a chunk of X, the stage byte offset of its first slot, and masks (bit 4 j + e:
   // column e inside X, to load; then the same for the slots to store). The same for every chunk: with one pass a
-  // chunk (items <= kItemsPerPass * 128, model 4's tiles) they are computed once a tile, not once a chunk.
+  // chunk (items <= kItemsPerPass * kSm90Producers, model 4's tiles) they are computed once a tile, not once a chunk.
   int isrc[kItemsPerPass], idst[kItemsPerPass];  // (the plan keeps 8 channel planes within int32)
   uint32_t lmask = 0, smask = 0;
-  const bool one_pass = items <= kItemsPerPass * 128;
+  const bool one_pass = items <= kItemsPerPass * kSm90Producers;
   for (int q = 0; q < p.chunks; ++q) {
     const int g = g0 + q, st = g % p.stages;  // g: the block's chunk count over its tiles
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
-    for (int base = 0; base < items || base == 0; base += kItemsPerPass * 128) {
+    for (int base = 0; base < items || base == 0; base += kItemsPerPass * kSm90Producers) {
       if (!one_pass || q == 0)
         item_table<4, kItemsPerPass>(p, base, tid, items, ncq, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
       // A stage's first chunk of a tile: wait for it and zero its outside slots before the loads are in flight (with
@@ -177,7 +177,7 @@ __device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned 
   item_table<4, kItemsPerPass>(p, 0, tid, items, ncq, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
 #pragma unroll
   for (int j = 0; j < kItemsPerPass; ++j) {  // ring offset of the item's first channel: [4 quad + c][r][4 cgroup]
-    const int i = j * 128 + tid;
+    const int i = j * kSm90Producers + tid;
     const int cgroup = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
     iraw[j] = 4 * quad * crow + r * p.win + 4 * cgroup;
   }
@@ -194,7 +194,7 @@ __device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned 
     }
     cp_async_commit();
   };
-  named_sync(5, 128);  // every producer thread has read the previous tile's chunks out of the ring
+  named_sync(5, kSm90Producers);  // every producer thread has read the previous tile's chunks out of the ring
   for (int q = 0; q < ahead; ++q) issue(q);
   for (int q = 0; q < p.chunks; ++q) {
     const int g = g0 + q, st = g % p.stages;
@@ -238,7 +238,7 @@ __device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned 
 // 16-bit X: items of 8 channels (one K core of k16) x 8 consecutive input columns: 16-byte loads (V8: rows of width
 // % 8 == 0 on 16-byte aligned X) of each channel's 8 columns, transposed in registers with byte permutes into 8 slots
 // of 8 channels (16 bytes each, [channel octet][slot][8 channels]); the stage geometry in bytes is the float32 one.
-constexpr int kItems16 = 3;  // 3 x 32 registers of loaded words
+constexpr int kItems16 = 2;  // 2 x 32 registers of loaded words
 
 template <typename T, bool V8>
 __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned char* stages, uint64_t* full,
@@ -253,14 +253,14 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
   const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
   const int rows = max(0, iy_hi - iy_lo + 1), ncg = (p.win + 7) / 8;
   const int items = 2 * rows * ncg, rows_d = max(rows, 1);
-  const bool one_pass = items <= kItems16 * 128;
+  const bool one_pass = items <= kItems16 * kSm90Producers;
   int isrc[kItems16], idst[kItems16];
   uint32_t lmask = 0, smask = 0;  // bit 8 j + e: column e of item j inside X / its slot stored
   for (int q = 0; q < p.chunks; ++q) {
     const int g = g0 + q, st = g % p.stages;  // g: the block's chunk count over its tiles
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const T* xc = xn + int64_t(q) * 16 * plane;
-    for (int base = 0; base < items || base == 0; base += kItems16 * 128) {
+    for (int base = 0; base < items || base == 0; base += kItems16 * kSm90Producers) {
       if (!one_pass || q == 0)
         item_table<8, kItems16>(p, base, tid, items, ncg, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
       if (base == 0 && q < p.stages) {  // (see produce)

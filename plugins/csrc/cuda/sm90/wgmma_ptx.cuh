@@ -44,6 +44,17 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Moves registers between warpgroups (each warp of a warpgroup executes it): a role that needs few gives them back,
+// one that needs many takes them, within the block's allocation at launch.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
 // ---- copies ----
 // Orders this thread's earlier generic-proxy shared-memory writes before later async-proxy reads (wgmma, bulk copy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
@@ -122,6 +133,36 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
   if constexpr (std::is_same_v<T, __nv_bfloat16>) FUSEDOPS_WGMMA_N256("m64n256k16.f32.bf16.bf16", ", 0, 0");
   else FUSEDOPS_WGMMA_N256("m64n256k16.f32.f16.f16", ", 0, 0");
 }
+
+// Half of it: columns [128 h, 128 h + 128) of the m64n256 tile into d[64 h .. 64 h + 64) (the same register layout as
+// one m64n256), desc_b already at the half's first column. A block of 512 threads launches with 128 registers a
+// thread, and ptxas (13.0) refuses one instruction needing more even after setmaxnreg raised the consumers' limit:
+// two n128 MMAs a tap instead of one n256.
+#define FUSEDOPS_WGMMA_D64                                                                                      \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                             \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define FUSEDOPS_WGMMA_N128(SHAPE_TYPES, TAIL)                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                    \
+               "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " FUSEDOPS_WGMMA_D64 ", %64, %65, p, 1, 1" TAIL    \
+               ";\n}"                                                                                             \
+               : FUSEDOPS_D16(64 * H), FUSEDOPS_D16(64 * H + 16), FUSEDOPS_D16(64 * H + 32),                     \
+                 FUSEDOPS_D16(64 * H + 48)                                                                       \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+template <int H>
+__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                     uint32_t scale_d = 1) {
+  FUSEDOPS_WGMMA_N128("m64n128k8.f32.tf32.tf32", "");
+}
+template <int H, typename T>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                 uint32_t scale_d = 1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) FUSEDOPS_WGMMA_N128("m64n128k16.f32.bf16.bf16", ", 0, 0");
+  else FUSEDOPS_WGMMA_N128("m64n128k16.f32.f16.f16", ", 0, 0");
+}
+#undef FUSEDOPS_WGMMA_N128
+#undef FUSEDOPS_WGMMA_D64
 #undef FUSEDOPS_WGMMA_D128
 #undef FUSEDOPS_WGMMA_N256
 #undef FUSEDOPS_D16
