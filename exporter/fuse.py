@@ -7,7 +7,7 @@ Built on the onnxscript rewriter; the fuser runs in four steps on an onnx-ir mod
 1. *core* (``rules_core.py``): each GroupNorm becomes a ``GroupNormAct`` node with empty chains;
 2. *grow* (``rules_grow.py``), to a fixed point: chain steps, channel reductions, producing GEMMs (rank 2 and token
    rows), the float32 casts of 16-bit graphs; with ``convtranspose=True`` also producing ConvTransposes
-   (``rules_convt.py``: ConvTransposeGroupNormAct, which the TensorRT plugin does not register yet, hence opt-in);
+   (``rules_convt.py``: ConvTransposeGroupNormAct, opt-in: its kernels beat cuDNN + GroupNormAct only on sm_90);
 3. *finish*: validate each node with ``catalog.parse_attrs``, attach one standard-op FunctionProto per distinct node
    configuration (IR-10 overloads, see ``functions.py``), add the ``fusedops`` opset; the fusion report
    (``report.py``) names what each GroupNorm became or why it was left.
@@ -81,7 +81,7 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
 def fuse_ir(model: ir.Model, convtranspose: bool = False) -> tuple[dict, FusionReport]:
     """Fuse ``model`` in place (canonicalise, phases 1-2, finish). Returns the functions attached
     ({(op, overload): FunctionProto}) and the fusion report. ``convtranspose``: fold a ConvTranspose before a
-    GroupNorm into ConvTransposeGroupNormAct (off by default: the ORT / TensorRT adapters do not run that op yet)."""
+    GroupNorm into ConvTransposeGroupNormAct (off by default: see ``rules_convt``)."""
     opset = check_opset(model.opset_imports.get("", None))
     _validate_input(model)
     with FUSER_LOCK:
@@ -166,7 +166,7 @@ def fuse_model(model: onnx.ModelProto, convtranspose: bool = False) -> onnx.Mode
     """Return a copy of ``model`` with GroupNorm (+ GEMM, elementwise chains, channel reduction) fused into
     ``fusedops`` nodes, each with a standard-op function body. Unfusible parts stay standard. Raises FusedopsError
     for an invalid model (e.g. C not divisible by num_groups). ``convtranspose=True`` also folds a ConvTranspose
-    before a GroupNorm (ConvTransposeGroupNormAct: the ORT library runs it; the TensorRT plugin does not yet)."""
+    before a GroupNorm (ConvTransposeGroupNormAct: the ORT library and the TensorRT plugin run it)."""
     return fuse_model_with_report(model, convtranspose=convtranspose)[0]
 
 

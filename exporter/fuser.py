@@ -30,7 +30,7 @@ class Fuser:
 
     def run(self, model: ir.Model, convtranspose: bool = False) -> None:
         """Phases 1 and 2 on ``model``, in place; ``convtranspose``: also fold ConvTransposes into
-        ConvTransposeGroupNormAct (rules_convt; off by default: the TensorRT plugin does not register that op yet)."""
+        ConvTransposeGroupNormAct (rules_convt; off by default: see rules_convt's docstring)."""
         self.opset = model.opset_imports.get("", None)
         self._used_names = {v.name for v in all_values(model.graph)}
         self._n = 0

@@ -1,10 +1,13 @@
 """Opt-in rules (``fuse_model(..., convtranspose=True)``): a ConvTranspose producing a GroupNormAct's X becomes one
 ``ConvTransposeGroupNormAct`` node, which then grows its post chain and channel reduction like the other ops.
 
-Off by default: the ONNX Runtime library registers ConvTransposeGroupNormAct (since 2026-11-27), the TensorRT plugin
-not yet; without the option the ConvTranspose stays and the GroupNormAct after it is fused as before. ConvTranspose's
-auto_pad (other than NOTSET / VALID) and output_shape are not attributes of the fused op; such a node is left as it
-is, with the reason in the fusion report.
+Off by default although the ONNX Runtime library and the TensorRT plugin both run ConvTransposeGroupNormAct (since
+2026-11-27): a runtime's node runs the one op wherever it is, and off sm_90 and for stride != 1 its kernels are
+slower than cuDNN's convolution + GroupNormAct, and its strict float32 (3xTF32) is less accurate than cuDNN's FP32
+(docs/convt.md). Without the option the ConvTranspose stays
+and the GroupNormAct after it is fused as before. ConvTranspose's auto_pad (other than NOTSET / VALID) and
+output_shape are not attributes of the fused op, and only 1-D and 2-D convolutions are fused; such a node is left as
+it is (its GroupNormAct fused), with the reason in the fusion report.
 """
 
 from __future__ import annotations

@@ -81,3 +81,36 @@ def test_a_convtranspose_with_output_shape_is_left_and_the_report_says_why(expor
     assert any(n.op_type == "GroupNormAct" for n in fused.graph.node)
     (note,) = report.to_dict()["notes"]
     assert "not folded: output_shape is given" in note
+
+
+class _ConvTranspose3dGeluGroupNorm(torch.nn.Module):
+    """The 3-D variant of model 4 (KernelBench has ConvTranspose3d + GroupNorm problems)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv_transpose = torch.nn.ConvTranspose3d(4, 8, 3, stride=2, padding=1)
+        self.group_norm = torch.nn.GroupNorm(4, 8)
+
+    def forward(self, x):
+        return self.group_norm(torch.nn.functional.gelu(self.conv_transpose(x)))
+
+
+def test_a_3d_convtranspose_falls_back_to_groupnormact_equal_to_eager():
+    """No kernel of the fused op takes 3-D convolutions: with the option on, the ConvTranspose stays, GELU + GroupNorm
+    still become one GroupNormAct, the report names the reason, and the model still equals eager."""
+    torch.manual_seed(1)
+    m = _ConvTranspose3dGeluGroupNorm().eval()
+    with torch.no_grad():
+        m.group_norm.weight.uniform_(0.5, 1.5)
+        m.group_norm.bias.uniform_(-0.5, 0.5)
+    x = torch.rand(2, 4, 3, 5, 4)
+    fused, report = fuse_model_with_report(export_module(m, x), convtranspose=True)
+    ops = [(n.domain, n.op_type) for n in fused.graph.node if n.op_type != "Constant"]
+    assert ("", "ConvTranspose") in ops and (catalog.DOMAIN, "GroupNormAct") in ops and len(ops) == 2, ops
+    node = next(n for n in fused.graph.node if n.op_type == "GroupNormAct")
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}["pre"] == b"gelu"
+    (note,) = report.to_dict()["notes"]
+    assert "not folded: only 1-D and 2-D transposed convolutions are fused" in note
+    with torch.no_grad():
+        eager = m(x).numpy()
+    np.testing.assert_allclose(_run(fused, x), eager, rtol=TOL, atol=TOL)
