@@ -4,10 +4,10 @@
 Off by default although the ONNX Runtime library and the TensorRT plugin both run ConvTransposeGroupNormAct (since
 2026-11-27): a runtime's node runs the one op wherever it is, and off sm_90 and for stride != 1 its kernels are
 slower than cuDNN's convolution + GroupNormAct, and its strict float32 (3xTF32) is less accurate than cuDNN's FP32
-(docs/convt.md). Without the option the ConvTranspose stays
-and the GroupNormAct after it is fused as before. ConvTranspose's auto_pad (other than NOTSET / VALID) and
-output_shape are not attributes of the fused op, and only 1-D and 2-D convolutions are fused; such a node is left as
-it is (its GroupNormAct fused), with the reason in the fusion report.
+(docs/convt.md). Without the option the ConvTranspose stays and the GroupNormAct after it is fused as before.
+ConvTranspose's auto_pad (other than NOTSET / VALID) and output_shape are not attributes of the fused op, and only
+1-D and 2-D convolutions are fused; such a node is left as it is (its GroupNormAct fused), with the reason in the
+fusion report.
 """
 
 from __future__ import annotations
