@@ -47,10 +47,13 @@ WG_CASES = {
     # Model 4's channels and rows of 16-byte multiples (where the ring producer can stage X), over more tiles than
     # SMs (the ring's slots change hands at each tile).
     "persistent_ring_model4_rows": dict(shape=(6, 64, 40, 128), w_shape=(64, 64, 3, 3), G=8),
+    # Two more shapes the ring producer takes: the padding shifts the raw slots by 0 (pads 2), no halo (1x1).
+    "ring_pads_2": dict(shape=(2, 64, 10, 24), w_shape=(64, 64, 3, 3), G=8, pads=[2, 2, 2, 2]),
+    "ring_kernel_1x1": dict(shape=(3, 64, 8, 16), w_shape=(64, 64, 1, 1), G=4, pre=""),
 }
-# The cases whose float32 X can go through the ring producer (rows a multiple of 4 floats, a chunk in one pass).
-RING_CASES = ["cout128_groups32_wide", "pads_wider_than_kernel", "one_d_5_taps", "persistent_pads_wider",
-              "persistent_ring_model4_rows"]
+# The cases whose float32 X can go through the ring producer: rows and padded rows of 16-byte multiples, no column
+# cropped by padding, one channel tile of 64, a chunk in one producer pass (convt_sm90_layout.cu).
+RING_CASES = ["one_d_5_taps", "persistent_ring_model4_rows", "ring_pads_2", "ring_kernel_1x1"]
 
 
 @need_sm90
@@ -120,13 +123,17 @@ def test_persistent_grid_of_any_size_gives_the_same_bits(name, blocks):
 @need_sm90
 @pytest.mark.parametrize("name", RING_CASES)
 def test_ring_producer_gives_the_register_producers_bits(name):
-    """The ring producer (plan option convt_ring_producer: cp.async of raw chunks, then rounding and transposition from
-    shared memory) stages the same TF32 values in the same places as the register producer: same bits."""
+    """The ring producer (plan option convt_ring_producer: cp.async of raw chunks laid out on the stage's slots, then
+    rounding and transposition from shared memory; W through its own ring) stages the same TF32 values in the same
+    places as the register producer: same bits, also with a grid of 1 and 3 blocks (W's ring runs across tiles)."""
     ref, _, _, plan = _case(**WG_CASES[name])
     got, _, _, plan_r = _case(**WG_CASES[name], options=abi.PlanOptions(convt_ring_producer=True))
     assert "ring=0" in plan.kernels, plan.kernels  # the planner's default
     assert int(re.search(r"ring=(\d+)", plan_r.kernels).group(1)) >= 2, plan_r.kernels
     assert torch.equal(got, ref), (name, (got.double() - ref.double()).abs().max().item())
+    for blocks in (1, 3):
+        got_b, _, _, _ = _case(**WG_CASES[name], options=abi.PlanOptions(convt_ring_producer=True, convt_blocks=blocks))
+        assert torch.equal(got_b, ref), (name, blocks, (got_b.double() - ref.double()).abs().max().item())
 
 
 @need_sm90
@@ -193,10 +200,12 @@ def test_forcing_the_wgmma_kernel_where_it_cannot_run_names_the_reason(what, cas
 
 
 @need_sm90
-def test_x_not_16_byte_aligned_gives_the_aligned_result():
+@pytest.mark.parametrize("ring", [False, True])
+def test_x_not_16_byte_aligned_gives_the_aligned_result(ring):
     """16-byte loads need X rows aligned; an X starting 4 bytes past a boundary takes the 4-byte loads, which must
-    stage the same values (same bits out)."""
-    shape, w_shape = (2, 16, 7, 256), (16, 64, 3, 3)
+    stage the same values (same bits out). With the ring producer's plan (pads 2: a shape it takes) the misaligned
+    call runs the register producer in the plan's two stages."""
+    shape, w_shape = (2, 64 if ring else 16, 7, 256), (64 if ring else 16, 64, 3, 3)
     g = torch.Generator().manual_seed(7)
     x = torch.randn(*shape, generator=g).to(DEV)
     shifted = torch.empty(x.numel() + 1, device=DEV)[1:].view(shape)
@@ -205,9 +214,9 @@ def test_x_not_16_byte_aligned_gives_the_aligned_result():
     w = (torch.randn(*w_shape, generator=g) * 0.1).to(DEV)
     b, gamma, beta = (torch.randn(64, generator=g).to(DEV) for _ in range(3))
     a = attrs(num_groups=8, pre="gelu")
-    conv = dict(strides=[1, 1], pads=[1, 1, 1, 1], output_padding=[0, 0], dilations=[1, 1], group=1)
-    plan = convt_abi.make_plan(x, w, a, torch.float32, **conv)
-    assert "convt_wgmma" in plan.kernels, plan.kernels
+    conv = dict(strides=[1, 1], pads=[2] * 4 if ring else [1] * 4, output_padding=[0, 0], dilations=[1, 1], group=1)
+    plan = convt_abi.make_plan(x, w, a, torch.float32, abi.PlanOptions(convt_ring_producer=ring), **conv)
+    assert "convt_wgmma" in plan.kernels and ("ring=3" in plan.kernels) == ring, plan.kernels
     aligned = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], a, plan=plan, **conv)
     got = convt_abi.convtranspose_groupnorm_act(shifted, w, b, gamma, beta, [], a, plan=plan, **conv)
     torch.cuda.synchronize()

@@ -321,7 +321,7 @@ bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, const fusedops_p
   q.blocks = int32_t(std::min<int64_t>(int64_t(s9.tiles) * s9.tiles_c * q.batch,
                                        o.convt_blocks > 0 ? o.convt_blocks : device_info().sms));
   q.three = s9.three;
-  q.ring = ring, q.ring_rows = ring > 0 ? s9.ring_rows : 0;
+  q.ring = ring;
   p->smem = smem;
   p->s9l = s9;
   p->sm90 = true;

@@ -53,12 +53,13 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   l->offy = int32_t((g.kh - 1) * g.dh - g.ph);
   l->offx = int32_t((g.kw - 1) * g.dw - g.pw);
   l->span = int32_t(span);
-  // TF32 staging through a ring of raw chunks: 16-byte rows (win % 4 == 0) and a chunk in one producer pass.
-  const int64_t ring_rows = std::min<int64_t>(g.hin, (span - 1) / wpad + 2);
-  if (f32 && !l->three && g.win % 4 == 0 && 2 * ring_rows * (g.win / 4) <= kSm90RingItems) {
-    l->ring_rows = int32_t(ring_rows);
-    l->ring_chunk = size_t(kSm90Chunk) * size_t(ring_rows) * size_t(g.win) * sizeof(float);
-  }
+  // The ring producer (TF32): 16-byte rows and slot groups (win, wpad % 4 == 0), no column that padding crops (two
+  // items would share a raw slot), one channel tile (W's ring runs across tiles), a chunk in one producer pass.
+  const int64_t rows_max = std::min<int64_t>(g.hin, (span - 1) / wpad + 2);
+  const int64_t offx = (g.kw - 1) * g.dw - g.pw;
+  if (f32 && !l->three && g.win % 4 == 0 && wpad % 4 == 0 && offx >= 0 && offx + g.win <= wpad &&
+      gn.C == kSm90Cout && 2 * rows_max * (g.win / 4) <= kSm90RingItems)
+    l->ring_chunk = convt_sm90_raw_chunk_bytes(int32_t(span));
   l->tiles = int32_t(cdiv(flat, kSm90Pixels));
   l->tiles_c = int32_t(gn.C / kSm90Cout);
   if (int64_t(l->tiles) * l->tiles_c * gn.N >= INT32_MAX)  // the persistent blocks count tiles in 32 bits

@@ -34,6 +34,7 @@ using namespace sm90;
 
 constexpr int kMaxStages = 4;
 constexpr size_t kExchangeOffset = 64;  // after the barriers full[4], empty[4]: [2 wg][8 row blocks][sum, m2]
+constexpr size_t kRingBarriersOffset = 192;  // after the exchange: the W ring's wfull[3], wempty[3]
 constexpr size_t kStagesOffset = 256;
 constexpr size_t kEpilogueBytes = size_t(2) * kSm90Cout * kLdTile * sizeof(float) + 2 * 2 * kSm90Cout * sizeof(float);
 
@@ -68,24 +69,32 @@ __global__ void convt_sm90_pack_kernel(const T* __restrict__ w, T* __restrict__ 
 }
 
 // T: X's type (float32: TF32 products). kPre: 0 / 1 = `pre` is nothing / GELU alone (the register epilogue); -1 = any
-// other chain (through shared memory).
-template <typename T, int kPre, bool kThree>
+// other chain (through shared memory). kRing (float32 TF32, kPre >= 0, one channel tile): X staged through the raw
+// ring (produce_ring) and W in its own ring of kWRing chunks, so a stage holds X only.
+template <typename T, int kPre, bool kThree, bool kRing = false>
 __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __grid_constant__ ConvtSm90Params p) {
+  static_assert(!kRing || (std::is_same_v<T, float> && kPre >= 0 && !kThree), "the ring takes float32 TF32 only");
   extern __shared__ __align__(128) unsigned char smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);
   uint64_t* empty = full + kMaxStages;
+  uint64_t* wfull = reinterpret_cast<uint64_t*>(smem + kRingBarriersOffset);  // kRing only
+  uint64_t* wempty = wfull + kWRing;
   unsigned char* stages = smem + kStagesOffset;
   constexpr uint32_t kParts = kThree ? 2 : 1;  // 3xTF32: [X hi][X lo][W hi][W lo] a stage
   const int taps = p.kh * p.kw;
   const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps);
-  const uint32_t stage_bytes = kParts * (x_bytes + w_bytes);
+  const uint32_t stage_bytes = kRing ? x_bytes : kParts * (x_bytes + w_bytes);
+  unsigned char* wring = stages + size_t(p.stages) * stage_bytes;  // kRing: [kWRing][w_bytes], then the raw ring
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
   if (tid == 0) {
     for (int s = 0; s < kMaxStages; ++s) {
-      mbar_init(full + s, kSm90Producers + 1);  // every producer thread + the weights' expect_tx arrival
-      mbar_init(empty + s, 256);     // every consumer thread
+      // every producer thread, + the weights' expect_tx arrival where W comes with the stage
+      mbar_init(full + s, kSm90Producers + (kRing ? 0 : 1));
+      mbar_init(empty + s, 256);  // every consumer thread
     }
+    if constexpr (kRing)
+      for (int s = 0; s < kWRing; ++s) mbar_init(wfull + s, 1), mbar_init(wempty + s, 256);
   }
   // Zeros in the stages' X once: not needed for the results (the producer zeroes each tile's outside slots), but
   // without this loop ptxas (13.0) serialises the MMAs of this kernel (warning C7520); measured, kept.
@@ -101,15 +110,19 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   const int total = p.tiles * p.tiles_c * p.batch, per_n = p.tiles_c * p.tiles;  // (plan: fits int32)
   if (warp < kSm90Producers / 32) {  // ---- producer warpgroups ----
     setmaxnreg_dec<kSm90ProducerRegs>();
+    // kRing: the block's chunk count over all its tiles (W runs ahead across tiles, and must stop at the end)
+    const int g_end = (total - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x) * p.chunks;
+    if constexpr (kRing)
+      if (tid == 0)
+        for (int g = 0; g < kWAhead && g < g_end; ++g) issue_w(p, wring, wfull, wempty, g);
     int g0 = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
       const int ct = t % p.tiles_c, m0 = t / p.tiles_c % p.tiles * kSm90Pixels, n = t / per_n;
-      if constexpr (std::is_same_v<T, float>) {
-        // The ring sits past the stages, where the shared-memory epilogue (kPre < 0) may write its tile.
-        if (kPre >= 0 && !kThree && p.ring > 0 && p.x_vec)
-          produce_ring(p, stages, reinterpret_cast<float*>(stages + size_t(p.stages) * stage_bytes), full, empty, m0,
-                       n, ct, g0);
-        else if (p.x_vec) produce<true, kThree>(p, stages, full, empty, m0, n, ct, g0);
+      if constexpr (kRing) {
+        produce_ring(p, stages, wring, reinterpret_cast<float*>(wring + size_t(kWRing) * w_bytes), full, empty,
+                     wfull, wempty, m0, n, g0, g_end);
+      } else if constexpr (std::is_same_v<T, float>) {
+        if (p.x_vec) produce<true, kThree>(p, stages, full, empty, m0, n, ct, g0);
         else produce<false, kThree>(p, stages, full, empty, m0, n, ct, g0);
       } else {
         if (p.x_vec) produce16<T, true>(p, stages, full, empty, m0, n, ct, g0);
@@ -135,10 +148,17 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   constexpr uint64_t kHalf = 128;  // the second n128 half's first slot (one 16-byte slot a pixel)
   int st = 0;  // the stage of the block's current chunk, and its full barrier's phase parity
   uint32_t phase = 0;
+  int wst = 0;  // kRing: the W ring slot of the current chunk, and its phase parity
+  uint32_t wphase = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
     for (int q = 0; q < p.chunks; ++q) {
       mbar_wait(full + st, phase);
-      const uint32_t sx = sbase + uint32_t(st) * stage_bytes, sw = sx + kParts * x_bytes;
+      const uint32_t sx = sbase + uint32_t(st) * stage_bytes;
+      uint32_t sw = sx + kParts * x_bytes;
+      if constexpr (kRing) {
+        mbar_wait(wfull + wst, wphase);
+        sw = smem_u32(wring) + uint32_t(wst) * w_bytes;
+      }
       const uint64_t da0 = gmma_desc(sw, kSm90Cout * 16u, 128u);
       const uint64_t db0 = gmma_desc(sx + uint32_t(wg * 256) * 16u, uint32_t(p.span) * 16u, 128u);
       fence_operand(acc);
@@ -168,12 +188,18 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
       }
       wgmma_commit();
       wgmma_wait<1>();  // chunk g - 1's MMAs are done: its stage may be refilled
-      if (q > 0) mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));
+      if (q > 0) {
+        mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));
+        if constexpr (kRing) mbar_arrive(wempty + (wst == 0 ? kWRing - 1 : wst - 1));
+      }
       if (++st == p.stages) st = 0, phase ^= 1u;
+      if constexpr (kRing)
+        if (++wst == kWRing) wst = 0, wphase ^= 1u;
     }
     wgmma_wait<0>();
     fence_operand(acc);
     mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));  // the producer may fill the next tile meanwhile
+    if constexpr (kRing) mbar_arrive(wempty + (wst == 0 ? kWRing - 1 : wst - 1));
     // The tile's coordinates only now: live across the mainloop they would push the accumulators into local memory.
     const int ct = t % p.tiles_c, tile = t / p.tiles_c % p.tiles, n = t / per_n;
     const int m0 = tile * kSm90Pixels;  // flat padded index of the tile's first pixel (plan: fits int32)
@@ -195,13 +221,13 @@ size_t convt_sm90_smem(int32_t span, int32_t taps, bool three, size_t ring_chunk
                        int32_t* ring) {
   const size_t stage = size_t(three ? 2 : 1) * (size_t(stage_x_bytes(span)) + stage_w_bytes(taps));
   *ring = 0;
-  // With a ring of raw chunks (its loads in flight ahead), two stages suffice: the producer's transposition from
-  // shared memory is shorter than a chunk's MMAs. Three ring slots (two chunks ahead) where they fit, else two.
-  for (int r = 3; ring_chunk > 0 && r >= 2; --r) {
-    // the ring right after the two stages: kernels with the shared-memory epilogue (over the stages) never use it
-    const size_t total = kStagesOffset + std::max(2 * stage + size_t(r) * ring_chunk, kEpilogueBytes);
+  // The ring producer: two X-only stages, W's ring and the raw ring after them (the kernels that run the
+  // shared-memory epilogue over the stages never use the rings, but need kEpilogueBytes).
+  if (ring_chunk > 0) {
+    const size_t rings = 2 * size_t(stage_x_bytes(span)) + size_t(kWRing) * stage_w_bytes(taps) + kXRing * ring_chunk;
+    const size_t total = kStagesOffset + std::max({rings, 2 * stage, kEpilogueBytes});
     if (total <= limit) {
-      *stages = 2, *ring = r;
+      *stages = 2, *ring = kXRing;
       return total;
     }
   }
@@ -223,6 +249,11 @@ const void* kernel_of(int32_t pre_kind) {
     case 1: return reinterpret_cast<const void*>(convt_sm90_kernel<T, 1, kThree>);
     default: return reinterpret_cast<const void*>(convt_sm90_kernel<T, -1, kThree>);
   }
+}
+// The ring producer's kernels: float32 TF32 with the register epilogue only.
+const void* ring_kernel_for(int32_t pre_kind) {
+  return pre_kind == 0 ? reinterpret_cast<const void*>(convt_sm90_kernel<float, 0, false, true>)
+                       : reinterpret_cast<const void*>(convt_sm90_kernel<float, 1, false, true>);
 }
 const void* kernel_for(int32_t x_dtype, int32_t pre_kind, bool three) {
   switch (x_dtype) {
@@ -247,6 +278,11 @@ cudaError_t convt_sm90_prepare(size_t smem) {
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         if (e != cudaSuccess) return e;
       }
+  for (int k = 0; k <= 1; ++k) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(ring_kernel_for(k), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+  }
   return cudaSuccess;
 }
 
@@ -272,7 +308,11 @@ cudaError_t convt_sm90_pack(const void* w, void* wp, int32_t x_dtype, int32_t ci
 
 cudaError_t convt_sm90_conv(const ConvtSm90Params& p, size_t smem, cudaStream_t stream) {
   void* args[] = {const_cast<ConvtSm90Params*>(&p)};
-  return cudaLaunchKernel(kernel_for(p.x_dtype, p.pre_kind, p.three != 0), dim3(unsigned(p.blocks)),
+  // The plan's ring where this call allows it (X aligned, the register epilogue), else the same plan's stages (two)
+  // with the register producer.
+  const bool ring = p.ring > 0 && p.x_vec && p.pre_kind >= 0 && p.x_dtype == FUSEDOPS_F32 && !p.three;
+  return cudaLaunchKernel(ring ? ring_kernel_for(p.pre_kind) : kernel_for(p.x_dtype, p.pre_kind, p.three != 0),
+                          dim3(unsigned(p.blocks)),
                           dim3(kSm90Threads), args, smem, stream);
 }
 

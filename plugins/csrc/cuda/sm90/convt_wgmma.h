@@ -52,8 +52,13 @@ struct ConvtSm90Params {
   int32_t blocks;            // persistent grid: one block an SM (its registers hold one), at most the tiles
   int32_t y_pairs;           // wpad and wout even, Y aligned to two elements (else pre_kind -1 at run time)
   int32_t three;             // float32 X, strict: 3xTF32 (stages and packed W hold hi and lo parts)
-  int32_t ring, ring_rows;   // > 0: float32 TF32 staging through `ring` raw chunks of 8 x ring_rows x win floats
+  int32_t ring;              // > 0: float32 TF32 X through the raw ring and W through its own (kRing kernels)
 };
+
+// Bytes of one raw ring chunk: [8 channels][span + 16 slots] floats (convt_wgmma_producers.cuh, produce_ring).
+inline __host__ __device__ size_t convt_sm90_raw_chunk_bytes(int32_t span) {
+  return size_t(kSm90Chunk) * size_t(span + 16) * sizeof(float);
+}
 
 // Where the kernel can run `d` (convt_sm90_layout.cpp): its geometry and workspace layout, or eligible = false and
 // `why` the first reason it cannot (the plan then runs the mma.sync kernel of convt_gn.cu).
@@ -62,8 +67,7 @@ struct ConvtSm90Layout {
   bool three = false;  // strict float32: 3xTF32
   const char* why = "";
   int32_t wpad = 0, offy = 0, offx = 0, span = 0, tiles = 0, tiles_c = 0;
-  int32_t ring_rows = 0;  // > 0: TF32 X may stage through a ring of raw chunks of this many input rows
-  size_t ring_chunk = 0;  // bytes of one raw chunk
+  size_t ring_chunk = 0;  // > 0: TF32 X may stage through the ring producer; bytes of one raw chunk
   size_t partials_bytes = 0, stats_offset = 0, wp_offset = 0, total = 0;
 };
 ConvtSm90Layout convt_sm90_layout(const fusedops_op_desc& d);

@@ -152,73 +152,84 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
   }
 }
 
-// The same staging through a ring of raw chunks (float32, 16-byte rows, one pass a chunk; plan: p.ring > 0): each
-// thread cp.asyncs its items' 4 channel rows of 4 columns into ring slot [channel][row][column] (ring_rows input rows
-// a chunk) p.ring - 1 chunks ahead, then, when its own copies of chunk q have landed, reads them back, rounds,
-// transposes and stores them as produce does. The loads no longer hold registers across their latency, so the
-// producer keeps two chunks of X in flight instead of none while it stores. A thread reads only what it copied
-// (the same items each chunk of a tile), so only the tile boundary needs a barrier (the ring's slots change hands).
-__device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned char* stages, float* ring,
-                                             uint64_t* full, uint64_t* empty, int m0, int n, int ct, int g0) {
+// The ring producer (plan option convt_ring_producer; float32 TF32, 16-byte rows, a chunk in one pass, one channel
+// tile). The register producer issues a chunk's loads only after storing the previous chunk, so its period is at least
+// the load latency plus its stores. Here each thread cp.asyncs its items' 4 channel rows of 4 columns kXAhead chunks
+// ahead into a raw ring laid out on the stage's slots, then, once its own copies of chunk q have landed, reads them
+// back, rounds, transposes and stores them as produce does; no load holds a register. W does not come with the stage
+// (two stages fit beside the rings, and W's copy would wait for a free stage): it has its own ring of kWRing chunks,
+// kWAhead ahead, issued by thread 0 with its own barriers. Stage geometry, items and masks are produce's.
+constexpr int kWRing = 3, kWAhead = 2, kXRing = 3, kXAhead = 2;
+constexpr int kRawMargin = 4;  // slots before a raw channel row: an item may start up to 3 slots before slot 0
+
+// Raw ring chunk (convt_sm90_raw_chunk_bytes): [8 channels][span + 16 slots] floats; slot s of channel c at
+// c * (span + 16) + s + kRawMargin + shift, where shift (0-3, from offx) puts every item's first slot on 16 bytes
+// (wpad % 4 == 0, m0 % 4 == 0). Items never share a raw slot: the plan takes no shape whose padding crops columns.
+
+// W of the block's chunk h (the same for every tile: one channel tile) into W ring slot h % kWRing, once the
+// consumers have released the slot's previous chunk h - kWRing.
+__device__ __forceinline__ void issue_w(const ConvtSm90Params& p, unsigned char* wring, uint64_t* wfull,
+                                        uint64_t* wempty, int h) {
+  const uint32_t w_bytes = stage_w_bytes(p.kh * p.kw);
+  const int slot = h % kWRing;
+  if (h >= kWRing) mbar_wait(wempty + slot, uint32_t((h / kWRing - 1) & 1));
+  mbar_arrive_expect_tx(wfull + slot, w_bytes);
+  bulk_copy(wring + size_t(slot) * w_bytes,
+            static_cast<const unsigned char*>(p.wp) + size_t(h % p.chunks) * w_bytes, w_bytes, wfull + slot);
+}
+
+__device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned char* stages, unsigned char* wring,
+                                             float* ring, uint64_t* full, uint64_t* empty, uint64_t* wfull,
+                                             uint64_t* wempty, int m0, int n, int g0, int g_end) {
   const int tid = threadIdx.x;
-  const int taps = p.kh * p.kw;
-  const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps), stage_bytes = x_bytes + w_bytes;
+  const uint32_t x_bytes = stage_x_bytes(p.span);  // a stage holds X only
   const int64_t plane = int64_t(p.hin) * p.win;
   const float* xn = static_cast<const float*>(p.x) + int64_t(n) * p.cin * plane;
-  const float* wt = static_cast<const float*>(p.wp) + int64_t(ct) * p.chunks * (w_bytes / 4);
   const int iy_lo = max(0, m0 / p.wpad - p.offy);
   const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
   const int rows = max(0, iy_hi - iy_lo + 1), ncq = p.win / 4;
   const int items = 2 * rows * ncq, rows_d = max(rows, 1);
-  const int crow = p.ring_rows * p.win;         // floats between two channels of a ring slot
-  const int slot_floats = kSm90Chunk * crow;    // one chunk
+  const int crow = p.span + 16;                      // floats between two channels of a raw chunk
+  const int chunk_floats = kSm90Chunk * crow;
+  const int shift = kRawMargin + ((4 - (p.offx & 3)) & 3);
   int isrc[kItemsPerPass], idst[kItemsPerPass], iraw[kItemsPerPass];
   uint32_t lmask = 0, smask = 0;
   item_table<4, kItemsPerPass>(p, 0, tid, items, ncq, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
 #pragma unroll
-  for (int j = 0; j < kItemsPerPass; ++j) {  // ring offset of the item's first channel: [4 quad + c][r][4 cgroup]
+  for (int j = 0; j < kItemsPerPass; ++j) {  // the raw offset of the item's first channel and first slot
     const int i = j * kSm90Producers + tid;
     const int cgroup = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
-    iraw[j] = 4 * quad * crow + r * p.win + 4 * cgroup;
+    const int s0 = (iy_lo + r + p.offy) * p.wpad + 4 * cgroup + p.offx - m0;
+    iraw[j] = 4 * quad * crow + s0 + shift;
   }
-  const int ahead = p.ring - 1;
-  auto issue = [&](int q) {  // chunk q's copies into ring slot q % p.ring, one commit group (empty past the end)
+  auto issue = [&](int q) {  // chunk q's copies into raw slot q % kXRing, one commit group (empty past the end)
     if (q < p.chunks) {
       const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
-      float* slot = ring + (q % p.ring) * slot_floats;
+      float* raw = ring + (q % kXRing) * chunk_floats;
 #pragma unroll
       for (int j = 0; j < kItemsPerPass; ++j)
-        if (lmask >> (4 * j) & 15u)
+        if (smask >> (4 * j) & 15u)  // an item with a slot in the stage (its 4 columns all inside X: win % 4 == 0)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) cp_async16(slot + iraw[j] + c * crow, xc + isrc[j] + c * plane);
+          for (int c = 0; c < 4; ++c) cp_async16(raw + iraw[j] + c * crow, xc + isrc[j] + c * plane);
     }
     cp_async_commit();
   };
   named_sync(5, kSm90Producers);  // every producer thread has read the previous tile's chunks out of the ring
-  for (int q = 0; q < ahead; ++q) issue(q);
+  for (int q = 0; q < kXAhead; ++q) issue(q);
   for (int q = 0; q < p.chunks; ++q) {
     const int g = g0 + q, st = g % p.stages;
-    unsigned char* sx = stages + size_t(st) * stage_bytes;
-    issue(q + ahead);
-    if (ahead == 2) cp_async_wait<2>();
-    else cp_async_wait<1>();
-    if (q < p.stages) {  // a stage's first chunk of the tile: zero its outside slots (see produce)
-      if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
-      zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
-    } else {
-      mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
-    }
-    if (tid == 0) {
-      mbar_arrive_expect_tx(full + st, w_bytes);
-      bulk_copy(sx + x_bytes, wt + int64_t(q) * (w_bytes / 4), w_bytes, full + st);
-    }
-    const float* slot = ring + (q % p.ring) * slot_floats;
+    unsigned char* sx = stages + size_t(st) * x_bytes;
+    issue(q + kXAhead);
+    cp_async_wait<kXAhead>();  // this thread's copies of chunk q have landed
+    if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+    if (q < p.stages) zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
+    const float* raw = ring + (q % kXRing) * chunk_floats;
 #pragma unroll
     for (int j = 0; j < kItemsPerPass; ++j) {
       if (!(smask >> (4 * j) & 15u)) continue;
       float4 v[4];  // [channel] of 4 columns
 #pragma unroll
-      for (int c = 0; c < 4; ++c) v[c] = *reinterpret_cast<const float4*>(slot + iraw[j] + c * crow);
+      for (int c = 0; c < 4; ++c) v[c] = *reinterpret_cast<const float4*>(raw + iraw[j] + c * crow);
       const float* f0 = &v[0].x;
       const float* f1 = &v[1].x;
       const float* f2 = &v[2].x;
@@ -231,9 +242,11 @@ __device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned 
     }
     fence_proxy_async();
     mbar_arrive(full + st);
+    // W of chunk g + kWAhead, only now: its slot frees when the consumers retire chunk g - 1, which they start once
+    // this chunk is staged (waiting before the arrival above would deadlock).
+    if (tid == 0 && g + kWAhead < g_end) issue_w(p, wring, wfull, wempty, g + kWAhead);
   }
 }
-
 
 // 16-bit X: items of 8 channels (one K core of k16) x 8 consecutive input columns: 16-byte loads (V8: rows of width
 // % 8 == 0 on 16-byte aligned X) of each channel's 8 columns, transposed in registers with byte permutes into 8 slots
