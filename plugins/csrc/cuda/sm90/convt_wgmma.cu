@@ -10,9 +10,9 @@
 // 3x3 kernel share one staged copy and no operand is ever gathered. Two producer warpgroups fill the stages from NCHW
 // X with 16-byte loads of 4 channels x 4 columns, rounded to TF32 and transposed in registers (slots outside X are
 // zeroed once a tile), and the chunk's packed weights with one bulk copy; the two consumer warpgroups run two
-// m64n128k8 wgmmas per tap (setmaxnreg moves registers from the producers to them). The epilogue (convt_wgmma_epilogue.cuh) adds the bias, applies `pre`, stores Y
-// (pre-normalisation) and writes the tile's exact two-pass statistics per GroupNorm group; the finishing and in-place
-// normalise kernels of convt_gn.cu do the rest.
+// m64n128k8 wgmmas per tap (setmaxnreg moves registers from the producers to them). The epilogue
+// (convt_wgmma_epilogue.cuh) adds the bias, applies `pre`, stores Y (pre-normalisation) and writes the tile's exact
+// two-pass statistics per GroupNorm group; the finishing and in-place normalise kernels of convt_gn.cu do the rest.
 //
 // TF32: both operands are rounded to nearest (W when packed, X when staged), as the mma.sync kernel does.
 // Measurements: docs/convt.md.

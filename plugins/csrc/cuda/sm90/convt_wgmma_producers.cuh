@@ -41,10 +41,11 @@ __device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid,
   }
 }
 
-// The items of one pass for this thread, both producers: item j = base + kSm90Producers j + tid of the chunk's (channel group
-// of E, input row, group of E columns); its offset in a chunk of X, the stage byte offset of its first slot, and
-// masks (bit E j + e: column e inside X, to load; then the same for the slots to store). A column padding crops
-// (padded column outside [0, wpad)) is read by no output; storing it would land in the neighbouring padded row.
+// The items of one pass for this thread, both producers: item j = base + kSm90Producers j + tid of the chunk's
+// (channel group of E, input row, group of E columns); its offset in a chunk of X, the stage byte offset of its first
+// slot, and masks (bit E j + e: column e inside X, to load; then the same for the slots to store). A column that
+// padding crops (padded column outside [0, wpad)) is read by no output; storing it would land in the neighbouring
+// padded row.
 template <int E, int kItems>
 __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, int tid, int items, int ngroups,
                                            int rows_d, int iy_lo, int m0, int64_t plane, int (&isrc)[kItems],
