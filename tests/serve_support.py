@@ -3,13 +3,30 @@
 
 from __future__ import annotations
 
+import zlib
+
+import numpy as np
+import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from fusedops.errors import FusedopsError
+from fusedops.models.registry import get_entry
 from fusedops.serve.native_repo import backend_library, onnxruntime_library
 
 TIMEOUT_S = 30.0
+
+
+def fresh(shape, tag: str) -> np.ndarray:
+    """Random float32 input in [0, 1), seeded by the tag (fresh per check, reproducible)."""
+    return np.random.default_rng(zlib.crc32(tag.encode())).random(shape, dtype=np.float32)
+
+
+def eager_float64(key: str, x: np.ndarray) -> np.ndarray:
+    """The reference model `key` (small size) in float64 on x: what every served response is checked against."""
+    model = get_entry(key).build("small").double()
+    with torch.no_grad():
+        return model(torch.from_numpy(x).double()).numpy()
 
 
 def http_infer(srv, x, dtype="FP32", name="input"):

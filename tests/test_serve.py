@@ -14,11 +14,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import zlib
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("pytriton", reason="PyTriton (the serve extra) is not installed: pip install -e '.[serve]'")
 grpcclient = pytest.importorskip("tritonclient.grpc", reason="tritonclient[grpc] (the serve extra) is not installed")
@@ -26,27 +24,16 @@ httpclient = pytest.importorskip("tritonclient.http", reason="tritonclient[http]
 
 from fusedops import ort as fo_ort  # noqa: E402
 from fusedops.api import export  # noqa: E402
-from fusedops.models.registry import get_entry  # noqa: E402
 from fusedops.serve.loadtest import LoadOptions, run_loadtest  # noqa: E402
 from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
 from fusedops.serve.server import TEST_DELAY_ENV, ServeOptions, resolve_server  # noqa: E402
 from serve_support import TIMEOUT_S, grpc_infer as _grpc_infer, http_infer as _http_infer  # noqa: E402
-from serve_support import native_unavailable  # noqa: E402
+from serve_support import eager_float64, fresh, native_unavailable  # noqa: E402
 
 ATOL = RTOL = 1e-4  # float32 on the CPU against float64
 
 pytestmark = pytest.mark.skipif(fo_ort.unavailable_reason() is not None,
                                 reason=f"libfusedops_ort.so not built: {fo_ort.unavailable_reason()}")
-
-
-def _fresh(shape, tag: str) -> np.ndarray:
-    return np.random.default_rng(zlib.crc32(tag.encode())).random(shape, dtype=np.float32)
-
-
-def _eager(key: str, x: np.ndarray) -> np.ndarray:
-    model = get_entry(key).build("small").double()
-    with torch.no_grad():
-        return model(torch.from_numpy(x).double()).numpy()
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +74,10 @@ def test_ready_and_metadata(server):
 @pytest.mark.parametrize("batch", [1, 17])
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_outputs_equal_eager_pytorch(server, batch, protocol):
-    x = _fresh((batch, 96), f"serve-{protocol}-{batch}")
+    x = fresh((batch, 96), f"serve-{protocol}-{batch}")
     y = (_http_infer if protocol == "http" else _grpc_infer)(server, x)
     assert y.shape == (batch, 160) and y.dtype == np.float32
-    np.testing.assert_allclose(y, _eager("1", x), atol=ATOL, rtol=RTOL)
+    np.testing.assert_allclose(y, eager_float64("1", x), atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("protocol,batches,seconds", [("grpc", [1, 3], 3.0), ("http", [2], 2.0)])
@@ -157,8 +144,8 @@ def test_bad_request_gets_a_clear_error_and_the_server_keeps_serving(server, nam
     assert status == (500 if name in ("malformed_json", "data_count_mismatch") else 400), (status, text)
     error = json.loads(text)["error"]
     assert words.lower() in error.lower(), error
-    x = _fresh((2, 96), f"after-{name}")
-    np.testing.assert_allclose(_http_infer(server, x), _eager("1", x), atol=ATOL, rtol=RTOL)
+    x = fresh((2, 96), f"after-{name}")
+    np.testing.assert_allclose(_http_infer(server, x), eager_float64("1", x), atol=ATOL, rtol=RTOL)
 
 
 def test_grpc_bad_shape_error(server):
@@ -167,8 +154,8 @@ def test_grpc_bad_shape_error(server):
         inp.set_data_from_numpy(np.zeros((2, 95), np.float32))
         with pytest.raises(Exception, match="shape"):
             c.infer("fusedops", [inp], client_timeout=TIMEOUT_S)
-    x = _fresh((1, 96), "after-grpc-bad")
-    np.testing.assert_allclose(_grpc_infer(server, x), _eager("1", x), atol=ATOL, rtol=RTOL)
+    x = fresh((1, 96), "after-grpc-bad")
+    np.testing.assert_allclose(_grpc_infer(server, x), eager_float64("1", x), atol=ATOL, rtol=RTOL)
 
 
 def test_unbatched_model_is_served_with_full_shapes(tmp_path):
@@ -178,10 +165,10 @@ def test_unbatched_model_is_served_with_full_shapes(tmp_path):
     try:
         with httpclient.InferenceServerClient(srv.http_url, network_timeout=TIMEOUT_S) as c:
             assert c.get_model_config("fusedops")["max_batch_size"] == 0
-        x = _fresh((5, 96), "model2")
+        x = fresh((5, 96), "model2")
         y = _http_infer(srv, x)
         assert y.shape == (1, 160, 5, 1)
-        np.testing.assert_allclose(y, _eager("2", x), atol=ATOL, rtol=RTOL)
+        np.testing.assert_allclose(y, eager_float64("2", x), atol=ATOL, rtol=RTOL)
         status, text = _post(srv, _request((9, 96), data=[0.5] * 9 * 96))  # more rows than --max-batch-size
         # Refused by the inference function (Triton cannot bound a dim of an unbatched model): PyTriton reports
         # every error raised there as 500, with our message.
@@ -195,7 +182,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(model1_onnx, tmp_path):
     # --exit-timeout 30: the drain (at most 4 held batches of 1.5 s) stays well inside it on a loaded machine
     srv = start_server(str(model1_onnx), tmp_path / "srv", "--max-queue-delay-us", "0", "--exit-timeout", "30",
                        env={TEST_DELAY_ENV: "1500"})
-    inputs = [_fresh((2, 96), f"drain-{k}") for k in range(4)]
+    inputs = [fresh((2, 96), f"drain-{k}") for k in range(4)]
     results: dict[int, object] = {}
 
     def client(k):
@@ -217,7 +204,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(model1_onnx, tmp_path):
         srv.stop()
     for k in range(4):
         assert isinstance(results.get(k), np.ndarray), f"request {k} was not answered: {results.get(k)!r}"
-        np.testing.assert_allclose(results[k], _eager("1", inputs[k]), atol=ATOL, rtol=RTOL)
+        np.testing.assert_allclose(results[k], eager_float64("1", inputs[k]), atol=ATOL, rtol=RTOL)
     assert rc == 0, srv.log()[-2000:]
     assert "SIGTERM: draining" in srv.log()
 

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -28,21 +27,12 @@ from fusedops.serve.native_repo import CONFIG_FILE, backend_library, write_nativ
 from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
 from fusedops.serve.server import ServeOptions, check_options  # noqa: E402
 from fusedops.serve.tritonserver import _backend_folder, _server_env, bundled_tritonserver  # noqa: E402
-from serve_support import TIMEOUT_S, grpc_infer, http_infer, native_unavailable  # noqa: E402
+from serve_support import TIMEOUT_S, eager_float64, fresh, grpc_infer, http_infer, native_unavailable  # noqa: E402
 
 ATOL = RTOL = 1e-4
 pytestmark = pytest.mark.skipif(fo_ort.unavailable_reason() is not None or native_unavailable() is not None,
                                 reason=f"libfusedops_ort.so or the native backend is not built: "
                                        f"{fo_ort.unavailable_reason() or native_unavailable()}")
-
-
-def _fresh(shape, tag: str) -> np.ndarray:
-    return np.random.default_rng(zlib.crc32(tag.encode())).random(shape, dtype=np.float32)
-
-
-def _eager(key: str, x: np.ndarray) -> np.ndarray:
-    with torch.no_grad():
-        return get_entry(key).build("small").double()(torch.from_numpy(x).double()).numpy()
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +48,7 @@ def test_sigterm_under_load_exits_0_and_every_answer_is_right(model1_onnx, tmp_p
 
     def client(k):
         while not stop.is_set():
-            x = _fresh((1 + k % 3, 96), f"load-{k}-{answered[0]}")
+            x = fresh((1 + k % 3, 96), f"load-{k}-{answered[0]}")
             try:
                 y = grpc_infer(srv, x)
             except Exception:  # refused once the server drains: fine, as long as nothing answered is wrong
@@ -94,10 +84,10 @@ def test_unbatched_model_is_served_with_full_shapes(tmp_path):
         with httpclient.InferenceServerClient(srv.http_url, network_timeout=TIMEOUT_S) as c:
             assert c.get_model_config("fusedops")["max_batch_size"] == 0
         for rows in (1, 5):
-            x = _fresh((rows, 96), f"model2-{rows}")
+            x = fresh((rows, 96), f"model2-{rows}")
             y = http_infer(srv, x)
             assert y.shape == (1, 160, rows, 1)
-            np.testing.assert_allclose(y, _eager("2", x), atol=ATOL, rtol=RTOL)
+            np.testing.assert_allclose(y, eager_float64("2", x), atol=ATOL, rtol=RTOL)
     finally:
         assert srv.stop() == 0, srv.log()[-2000:]
 
@@ -190,8 +180,8 @@ def test_repo_command_writes_a_repository_that_carries_its_backend(model1_onnx, 
                 pass
             time.sleep(0.3)
         srv = type("Server", (), {"http_url": f"127.0.0.1:{http}", "model_name": "fusedops"})()
-        x = _fresh((4, 96), "repo-native")
-        np.testing.assert_allclose(http_infer(srv, x), _eager("1", x), atol=ATOL, rtol=RTOL)
+        x = fresh((4, 96), "repo-native")
+        np.testing.assert_allclose(http_infer(srv, x), eager_float64("1", x), atol=ATOL, rtol=RTOL)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
