@@ -101,43 +101,12 @@ __device__ __forceinline__ void wgmma_wait() {
 
 #define FUSEDOPS_D4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define FUSEDOPS_D16(i) FUSEDOPS_D4(i), FUSEDOPS_D4(i + 4), FUSEDOPS_D4(i + 8), FUSEDOPS_D4(i + 12)
-// One m64n256 wgmma of `SHAPE_TYPES` ("m64n256k8.f32.tf32.tf32", ...) on the 128 accumulators d, both operands from
-// shared-memory descriptors; TAIL holds the 16-bit types' transpose immediates (0: K-major).
-#define FUSEDOPS_WGMMA_N256(SHAPE_TYPES, TAIL)                                                                  \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                   \
-               "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " FUSEDOPS_WGMMA_D128 ", %128, %129, p, 1, 1" TAIL  \
-               ";\n}"                                                                                             \
-               : FUSEDOPS_D16(0), FUSEDOPS_D16(16), FUSEDOPS_D16(32), FUSEDOPS_D16(48), FUSEDOPS_D16(64),       \
-                 FUSEDOPS_D16(80), FUSEDOPS_D16(96), FUSEDOPS_D16(112)                                           \
-               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-#define FUSEDOPS_WGMMA_D128                                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                             \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                             \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                             \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                             \
-  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                 \
-  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-
-// D(64 x 256, fp32) += A(64 x 8) * B(8 x 256), both TF32 from shared memory, K-major. Thread t of the warpgroup
-// holds rows 16 * (t / 32) + (t % 32) / 4 + 8 i and columns 8 j + 2 (t % 4) + e in d[4 j + 2 i + e].
-__device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
-                                                     uint32_t scale_d = 1) {
-  FUSEDOPS_WGMMA_N256("m64n256k8.f32.tf32.tf32", "");
-}
-// The same for 16-bit operands: D(64 x 256, fp32) += A(64 x 16) * B(16 x 256), both K-major (no transpose).
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
-                                                 uint32_t scale_d = 1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) FUSEDOPS_WGMMA_N256("m64n256k16.f32.bf16.bf16", ", 0, 0");
-  else FUSEDOPS_WGMMA_N256("m64n256k16.f32.f16.f16", ", 0, 0");
-}
-
-// Half of it: columns [128 h, 128 h + 128) of the m64n256 tile into d[64 h .. 64 h + 64) (the same register layout as
-// one m64n256), desc_b already at the half's first column. A block of 512 threads launches with 128 registers a
-// thread, and ptxas (13.0) refuses one instruction needing more even after setmaxnreg raised the consumers' limit:
-// two n128 MMAs a tap instead of one n256.
+// Half of an m64n256 tile, both operands from shared-memory descriptors (K-major; TAIL holds the 16-bit types'
+// transpose immediates, 0): D(64 x 128, fp32) += A(64 x K) * B(K x 128) into d[64 h .. 64 h + 64), desc_b already at
+// the half's first column, K = 8 (TF32) or 16. Thread t of the warpgroup holds rows 16 * (t / 32) + (t % 32) / 4 + 8 i
+// and columns 8 j + 2 (t % 4) + e of the m64n256 tile in d[4 j + 2 i + e], as one m64n256 would. A block of 512
+// threads launches with 128 registers a thread, and ptxas (13.0) refuses one instruction needing more even after
+// setmaxnreg raised the consumers' limit: two n128 MMAs a tap instead of one n256.
 #define FUSEDOPS_WGMMA_D64                                                                                      \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
@@ -163,8 +132,6 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[128], uint64_t desc_
 }
 #undef FUSEDOPS_WGMMA_N128
 #undef FUSEDOPS_WGMMA_D64
-#undef FUSEDOPS_WGMMA_D128
-#undef FUSEDOPS_WGMMA_N256
 #undef FUSEDOPS_D16
 #undef FUSEDOPS_D4
 
