@@ -41,6 +41,19 @@ __device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid,
   }
 }
 
+// The input rows the slots [m0, m0 + span) of a tile reach, and the items of a chunk there: (channel group of E, row,
+// group of E columns), two channel groups a chunk. The same for every producer.
+struct TileItems {
+  int iy_lo, ngroups, items, rows_d;
+};
+template <int E>
+__device__ __forceinline__ TileItems tile_items(const ConvtSm90Params& p, int m0) {
+  const int iy_lo = max(0, m0 / p.wpad - p.offy);
+  const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
+  const int rows = max(0, iy_hi - iy_lo + 1), ngroups = (p.win + E - 1) / E;
+  return {iy_lo, ngroups, 2 * rows * ngroups, max(rows, 1)};
+}
+
 // The items of one pass for this thread, both producers: item j = base + kSm90Producers j + tid of the chunk's
 // (channel group of E, input row, group of E columns); its offset in a chunk of X, the stage byte offset of its first
 // slot, and masks (bit E j + e: column e inside X, to load; then the same for the slots to store). A column that
@@ -49,7 +62,8 @@ __device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid,
 template <int E, int kItems>
 __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, int tid, int items, int ngroups,
                                            int rows_d, int iy_lo, int m0, int64_t plane, int (&isrc)[kItems],
-                                           int (&idst)[kItems], uint32_t& lmask, uint32_t& smask) {
+                                           int (&idst)[kItems], uint32_t& lmask, uint32_t& smask,
+                                           int cstride = 0, int* islot = nullptr) {
   lmask = smask = 0;
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
@@ -58,6 +72,7 @@ __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, i
     const int s0 = (iy_lo + r + p.offy) * p.wpad + E * cgroup + p.offx - m0;
     isrc[j] = chan * E * int(plane) + (iy_lo + r) * p.win + E * cgroup;
     idst[j] = (chan * p.span + s0) * 16;
+    if (islot) islot[j] = chan * E * cstride + s0;  // the item's first channel and slot, channels cstride apart
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int sl = s0 + e, col = E * cgroup + e, pcol = col + p.offx;
@@ -87,24 +102,21 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
   const int64_t plane = int64_t(p.hin) * p.win;
   const float* xn = static_cast<const float*>(p.x) + int64_t(n) * p.cin * plane;
   const float* wt = static_cast<const float*>(p.wp) + int64_t(ct) * p.chunks * (w_bytes / 4);
-  // Input rows the slots [m0, m0 + span) reach, and the items of a chunk: (channel quad, row, column quad).
-  const int iy_lo = max(0, m0 / p.wpad - p.offy);
-  const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
-  const int rows = max(0, iy_hi - iy_lo + 1), ncq = (p.win + 3) / 4;
-  const int items = 2 * rows * ncq, rows_d = max(rows, 1);
+  const TileItems ti = tile_items<4>(p, m0);  // items: (channel quad, row, column quad)
   // Per item of a pass: its offset in a chunk of X, the stage byte offset of its first slot, and masks (bit 4 j + e:
   // column e inside X, to load; then the same for the slots to store). The same for every chunk: with one pass a
   // chunk (items <= kItemsPerPass * kSm90Producers, model 4's tiles) they are computed once a tile, not once a chunk.
   int isrc[kItemsPerPass], idst[kItemsPerPass];  // (the plan keeps 8 channel planes within int32)
   uint32_t lmask = 0, smask = 0;
-  const bool one_pass = items <= kItemsPerPass * kSm90Producers;
+  const bool one_pass = ti.items <= kItemsPerPass * kSm90Producers;
   for (int q = 0; q < p.chunks; ++q) {
     const int g = g0 + q, st = g % p.stages;  // g: the block's chunk count over its tiles
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
-    for (int base = 0; base < items || base == 0; base += kItemsPerPass * kSm90Producers) {
+    for (int base = 0; base < ti.items || base == 0; base += kItemsPerPass * kSm90Producers) {
       if (!one_pass || q == 0)
-        item_table<4, kItemsPerPass>(p, base, tid, items, ncq, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
+        item_table<4, kItemsPerPass>(p, base, tid, ti.items, ti.ngroups, ti.rows_d, ti.iy_lo, m0, plane, isrc, idst,
+                                     lmask, smask);
       // A stage's first chunk of a tile: wait for it and zero its outside slots before the loads are in flight (with
       // them in registers the zeroing would spill; the consumers' epilogue leaves the producer time here).
       if (base == 0 && q < p.stages) {
@@ -186,23 +198,16 @@ __device__ __forceinline__ void produce_ring(const ConvtSm90Params& p, unsigned 
   const uint32_t x_bytes = stage_x_bytes(p.span);  // a stage holds X only
   const int64_t plane = int64_t(p.hin) * p.win;
   const float* xn = static_cast<const float*>(p.x) + int64_t(n) * p.cin * plane;
-  const int iy_lo = max(0, m0 / p.wpad - p.offy);
-  const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
-  const int rows = max(0, iy_hi - iy_lo + 1), ncq = p.win / 4;
-  const int items = 2 * rows * ncq, rows_d = max(rows, 1);
+  const TileItems ti = tile_items<4>(p, m0);  // (win % 4 == 0: every column group is 4 columns of X)
   const int crow = p.span + 16;                      // floats between two channels of a raw chunk
   const int chunk_floats = kSm90Chunk * crow;
   const int shift = kRawMargin + ((4 - (p.offx & 3)) & 3);
   int isrc[kItemsPerPass], idst[kItemsPerPass], iraw[kItemsPerPass];
   uint32_t lmask = 0, smask = 0;
-  item_table<4, kItemsPerPass>(p, 0, tid, items, ncq, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
+  item_table<4, kItemsPerPass>(p, 0, tid, ti.items, ti.ngroups, ti.rows_d, ti.iy_lo, m0, plane, isrc, idst, lmask,
+                                smask, crow, iraw);
 #pragma unroll
-  for (int j = 0; j < kItemsPerPass; ++j) {  // the raw offset of the item's first channel and first slot
-    const int i = j * kSm90Producers + tid;
-    const int cgroup = i % ncq, r = (i / ncq) % rows_d, quad = i / (ncq * rows_d);
-    const int s0 = (iy_lo + r + p.offy) * p.wpad + 4 * cgroup + p.offx - m0;
-    iraw[j] = 4 * quad * crow + s0 + shift;
-  }
+  for (int j = 0; j < kItemsPerPass; ++j) iraw[j] += shift;  // the raw offset of the item's first channel and slot
   auto issue = [&](int q) {  // chunk q's copies into raw slot q % kXRing, one commit group (empty past the end)
     if (q < p.chunks) {
       const float* xc = xn + int64_t(q) * kSm90Chunk * plane;
@@ -263,20 +268,18 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
   const int64_t plane = int64_t(p.hin) * p.win;
   const T* xn = static_cast<const T*>(p.x) + int64_t(n) * p.cin * plane;
   const unsigned char* wt = static_cast<const unsigned char*>(p.wp) + size_t(ct) * p.chunks * w_bytes;
-  const int iy_lo = max(0, m0 / p.wpad - p.offy);
-  const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
-  const int rows = max(0, iy_hi - iy_lo + 1), ncg = (p.win + 7) / 8;
-  const int items = 2 * rows * ncg, rows_d = max(rows, 1);
-  const bool one_pass = items <= kItems16 * kSm90Producers;
+  const TileItems ti = tile_items<8>(p, m0);
+  const bool one_pass = ti.items <= kItems16 * kSm90Producers;
   int isrc[kItems16], idst[kItems16];
   uint32_t lmask = 0, smask = 0;  // bit 8 j + e: column e of item j inside X / its slot stored
   for (int q = 0; q < p.chunks; ++q) {
     const int g = g0 + q, st = g % p.stages;  // g: the block's chunk count over its tiles
     unsigned char* sx = stages + size_t(st) * stage_bytes;
     const T* xc = xn + int64_t(q) * 16 * plane;
-    for (int base = 0; base < items || base == 0; base += kItems16 * kSm90Producers) {
+    for (int base = 0; base < ti.items || base == 0; base += kItems16 * kSm90Producers) {
       if (!one_pass || q == 0)
-        item_table<8, kItems16>(p, base, tid, items, ncg, rows_d, iy_lo, m0, plane, isrc, idst, lmask, smask);
+        item_table<8, kItems16>(p, base, tid, ti.items, ti.ngroups, ti.rows_d, ti.iy_lo, m0, plane, isrc, idst, lmask,
+                                smask);
       if (base == 0 && q < p.stages) {  // (see produce)
         if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
         zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
