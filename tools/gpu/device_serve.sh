@@ -62,7 +62,8 @@ gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 # The PyTorch ops always: the sweep times in-process ModelNew on them (the issue's reference for the c = 1 target), and
 # torch-cuda sides serve ModelNew (2026-11-23: BACKEND=torch-cuda failed at the server's start without
 # libfusedops_torch.so; 2026-11-24: the ort-cuda sweep stopped at its in-process reference without it).
-targets=(fusedops_ort fusedops fusedops_torch)
+# triton_fusedops: the native backend (`--fused-server native`, `--server native`).
+targets=(fusedops_ort fusedops fusedops_torch triton_fusedops)
 torch_dir=(-DTorch_DIR="$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch")
 if cmake -S plugins -B build/native "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DFUSEDOPS_CUDA=ON \
      -DFUSEDOPS_CUDA_ARCHS="${FUSEDOPS_CUDA_ARCHS:-90}" "${torch_dir[@]}" >"$out/build.log" 2>&1 &&
@@ -72,6 +73,8 @@ else
   echo "native build FAILED"; tail -30 "$out/build.log"; exit 1
 fi
 
+# SWEEP=0 skips the sweep (a call that only builds and runs the GPU tests before a sweep call).
+if [[ ${SWEEP:-1} == 1 ]]; then
 t0=$SECONDS
 procs=(); [[ -n ${CLIENT_PROCESSES:-} ]] && procs=(--client-processes "$CLIENT_PROCESSES")
 # shellcheck disable=SC2086
@@ -83,10 +86,11 @@ timeout "${SWEEP_TIMEOUT:-450}" python3 -m fusedops.serve.sweep --out "$out" --s
   --max-queue-delay-us "${QUEUE_DELAY_US:-0}" "${procs[@]}" ${SWEEP_EXTRA:-} >"$out/sweep.log" 2>&1
 rc=$?; echo "sweep rc=$rc in $((SECONDS - t0)) s (1: a target missed, 2: an error)"; tail -40 "$out/sweep.log"
 [[ $rc -ge 2 ]] && status=1
+fi
 
 # Where the c=1 time goes on the default path: bare client loops + Triton's statistics (about 20 s; PROFILE=0 skips
 # it where perf_analyzer's server breakdown in the sweep says enough).
-if [[ ${PROFILE:-1} == 1 ]]; then
+if [[ ${PROFILE:-1} == 1 && ${SWEEP:-1} == 1 ]]; then
 t0=$SECONDS
 ports=$(python3 -c "from fusedops.serve.process import free_loopback_ports as f; print(*f(2))")
 read -r hp gp <<<"$ports"
@@ -108,6 +112,7 @@ if [[ ${TORCH_CUDA:-0} == 1 ]]; then
   echo "torch-cuda sweep rc=$? in $((SECONDS - t0)) s"; tail -25 "$out/sweep_torch_cuda.log"
 fi
 
+if [[ ${TESTS:-1} == 1 ]]; then  # TESTS=0: no GPU tests (a sweep call after a tests call)
 t0=$SECONDS
 # The default path's GPU tests for the PyTorch backends and the engine (the sweep above already checked every
 # response of both servers for ort-cuda); TESTS_FILTER="" runs them all.
@@ -117,4 +122,5 @@ timeout "${TESTS_TIMEOUT:-180}" python3 -m pytest tests/gpu/test_serve_gpu.py -q
 rc=$?; [[ $rc -ne 0 ]] && status=1
 echo "GPU serve tests rc=$rc in $((SECONDS - t0)) s: $(tail -1 "$out/tests_serve_gpu.log")"
 grep -E "^(FAILED|ERROR|SKIPPED)" "$out/tests_serve_gpu.log" | head -20
+fi
 exit $status
