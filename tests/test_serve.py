@@ -26,7 +26,8 @@ from fusedops import ort as fo_ort  # noqa: E402
 from fusedops.api import export  # noqa: E402
 from fusedops.serve.loadtest import LoadOptions, run_loadtest  # noqa: E402
 from fusedops.serve.process import free_loopback_ports, start_server  # noqa: E402
-from fusedops.serve.server import TEST_DELAY_ENV, ServeOptions, resolve_server  # noqa: E402
+from fusedops.serve import server as server_module  # noqa: E402
+from fusedops.serve.server import TEST_DELAY_ENV, ServeOptions, resolve_instances, resolve_server  # noqa: E402
 from serve_support import TIMEOUT_S, grpc_infer as _grpc_infer, http_infer as _http_infer  # noqa: E402
 from serve_support import eager_float64, fresh, native_unavailable  # noqa: E402
 
@@ -41,8 +42,8 @@ def model1_onnx(tmp_path_factory):
     return export("1", str(tmp_path_factory.mktemp("serve") / "model1.onnx"))
 
 
-# Both tritonserver paths: the model in the Python backend's stub (default), and fusedops' C++ backend (--server
-# native, plugins/triton; its own refusals and drain: test_serve_native.py).
+# Both tritonserver paths: the model in the Python backend's stub, and fusedops' C++ backend (--server native, the
+# default for ONNX where built; plugins/triton; its own refusals and drain: test_serve_native.py).
 @pytest.fixture(scope="module", params=["tritonserver", "native"])
 def server(model1_onnx, tmp_path_factory, request):
     if request.param == "native" and native_unavailable():
@@ -57,6 +58,7 @@ def server(model1_onnx, tmp_path_factory, request):
 def test_ready_and_metadata(server):
     assert "on ort-cpu (cpu) via tritonserver" in server.ready_line
     assert ("native fusedops backend" in server.ready_line) == (server.kind == "native"), server.ready_line
+    assert "1 model instance(s)" in server.ready_line, server.ready_line  # CPU sessions: one by default
     with httpclient.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) as c:
         assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("fusedops")
         md = c.get_model_metadata("fusedops")
@@ -158,21 +160,28 @@ def test_grpc_bad_shape_error(server):
     np.testing.assert_allclose(_grpc_infer(server, x), eager_float64("1", x), atol=ATOL, rtol=RTOL)
 
 
-def test_unbatched_model_is_served_with_full_shapes(tmp_path):
-    """Model 2's output (1, C, N, 1) does not keep the batch in dim 0: served with max_batch_size 0."""
+# The stub raises in the inference function (PyTriton's stub reports it as 500); the native backend answers the
+# request with INVALID_ARG (400). Both name the bound.
+@pytest.mark.parametrize("server_kind,refusal_status", [("tritonserver", 500), ("native", 400)])
+def test_unbatched_model_is_served_with_full_shapes(tmp_path, server_kind, refusal_status):
+    """Model 2's output (1, C, N, 1) does not keep the batch in dim 0: served with max_batch_size 0, one request a
+    run, and --max-batch-size bounds the rows of a request (Triton cannot bound a dim of an unbatched model)."""
+    if server_kind == "native" and native_unavailable():
+        pytest.skip(native_unavailable())
     onnx_path = export("2", str(tmp_path / "model2.onnx"))
-    srv = start_server(str(onnx_path), tmp_path / "srv", "--max-batch-size", "8")
+    srv = start_server(str(onnx_path), tmp_path / "srv", "--max-batch-size", "8", "--server", server_kind)
     try:
         with httpclient.InferenceServerClient(srv.http_url, network_timeout=TIMEOUT_S) as c:
             assert c.get_model_config("fusedops")["max_batch_size"] == 0
-        x = fresh((5, 96), "model2")
-        y = _http_infer(srv, x)
-        assert y.shape == (1, 160, 5, 1)
-        np.testing.assert_allclose(y, eager_float64("2", x), atol=ATOL, rtol=RTOL)
+        for rows in (1, 5, 8):
+            x = fresh((rows, 96), f"model2-{rows}")
+            y = _http_infer(srv, x)
+            assert y.shape == (1, 160, rows, 1)
+            np.testing.assert_allclose(y, eager_float64("2", x), atol=ATOL, rtol=RTOL)
         status, text = _post(srv, _request((9, 96), data=[0.5] * 9 * 96))  # more rows than --max-batch-size
-        # Refused by the inference function (Triton cannot bound a dim of an unbatched model): PyTriton reports
-        # every error raised there as 500, with our message.
-        assert status == 500 and "takes at most 8 (--max-batch-size)" in json.loads(text)["error"], text
+        assert status == refusal_status and "takes at most 8 (--max-batch-size)" in json.loads(text)["error"], text
+        x = fresh((3, 96), "model2-after-refusal")  # still serving
+        np.testing.assert_allclose(_http_infer(srv, x), eager_float64("2", x), atol=ATOL, rtol=RTOL)
     finally:
         assert srv.stop(signal.SIGINT) == 0, srv.log()[-2000:]  # SIGINT stops as cleanly as SIGTERM
     assert "SIGINT: draining" in srv.log()
@@ -253,12 +262,27 @@ def test_port_with_connections_in_time_wait_counts_as_free():
     check_port_free("127.0.0.1", port, "http")  # raises if the port were reported busy
 
 
-def test_server_auto_is_tritonserver_except_for_engines():
-    assert resolve_server(ServeOptions(source="m.onnx")) == "tritonserver"
-    assert resolve_server(ServeOptions(source="1")) == "tritonserver"
+@pytest.mark.parametrize("built", [True, False])
+def test_server_auto_is_native_for_onnx_on_ort_where_built(monkeypatch, built):
+    monkeypatch.setattr(server_module, "backend_built", lambda: built)
+    onnx_server = "native" if built else "tritonserver"
+    assert resolve_server(ServeOptions(source="m.onnx")) == onnx_server
+    assert resolve_server(ServeOptions(source="m.ONNX", backend="ort-cuda")) == onnx_server
+    assert resolve_server(ServeOptions(source="m.onnx", backend="ort-cpu")) == onnx_server
+    assert resolve_server(ServeOptions(source="1")) == "tritonserver"  # a model key: PyTorch or an export in the stub
+    assert resolve_server(ServeOptions(source="m.onnx", backend="torch-cuda")) == "tritonserver"
     assert resolve_server(ServeOptions(source="m.plan")) == "pytriton"
     assert resolve_server(ServeOptions(source="m.ENGINE")) == "pytriton"
     assert resolve_server(ServeOptions(source="m.plan", server="tritonserver")) == "tritonserver"
+    assert resolve_server(ServeOptions(source="m.onnx", server="tritonserver")) == "tritonserver"
+
+
+def test_default_instances_are_two_native_cuda_sessions_else_one():
+    assert resolve_instances(ServeOptions(source="m.onnx"), "native", "ort-cuda") == 2
+    assert resolve_instances(ServeOptions(source="m.onnx"), "native", "ort-cpu") == 1
+    assert resolve_instances(ServeOptions(source="m.onnx"), "tritonserver", "ort-cuda") == 1
+    assert resolve_instances(ServeOptions(source="m.onnx", instances=3), "native", "ort-cuda") == 3
+    assert resolve_instances(ServeOptions(source="m.onnx", instances=1), "native", "ort-cuda") == 1
 
 
 def test_serve_unavailable_backend_says_why(model1_onnx, capsys):

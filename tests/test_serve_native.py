@@ -1,5 +1,5 @@
 """fusedops' native Triton backend (plugins/triton, ``fusedops serve --server native``) beyond test_serve.py's shared
-checks (which run every client test against it too): SIGTERM under load, an unbatched model, the refusals of the
+checks (which run every client test and the unbatched model against it too): SIGTERM under load, the refusals of the
 serve command, and tritonserver started by hand on repositories whose fusedops_backend.cfg is wrong: the model fails
 to load with the backend's message naming the problem, and a model path leaving the model folder is refused."""
 
@@ -76,22 +76,6 @@ def test_sigterm_under_load_exits_0_and_every_answer_is_right(model1_onnx, tmp_p
     assert rc == 0, srv.log()[-2000:]
 
 
-def test_unbatched_model_is_served_with_full_shapes(tmp_path):
-    """Model 2's output (1, C, N, 1) does not keep the batch in dim 0: max_batch_size 0, one request a run."""
-    onnx_path = export("2", str(tmp_path / "model2.onnx"))
-    srv = start_server(str(onnx_path), tmp_path / "srv", "--server", "native")
-    try:
-        with httpclient.InferenceServerClient(srv.http_url, network_timeout=TIMEOUT_S) as c:
-            assert c.get_model_config("fusedops")["max_batch_size"] == 0
-        for rows in (1, 5):
-            x = fresh((rows, 96), f"model2-{rows}")
-            y = http_infer(srv, x)
-            assert y.shape == (1, 160, rows, 1)
-            np.testing.assert_allclose(y, eager_float64("2", x), atol=ATOL, rtol=RTOL)
-    finally:
-        assert srv.stop() == 0, srv.log()[-2000:]
-
-
 def test_native_serves_onnx_runtime_only_and_takes_instances():
     check_options(ServeOptions(source="m.onnx", server="native", instances=2))  # sessions in the server
     with pytest.raises(FusedopsError, match="instances"):
@@ -111,6 +95,7 @@ def test_repository_names_the_backend_and_what_it_loads(model1_onnx, tmp_path):
     assert settings["model"] == "1/model.onnx" and (model_dir / "1" / "model.onnx").is_file()
     assert Path(settings["op_library"]) == fo_ort.library_path() and Path(settings["onnxruntime_library"]).is_file()
     assert settings["provider"] == "cpu" and settings["batched"] == "1" and settings["intra_op_threads"] == "1"
+    assert settings["max_rows"] == "0"  # batched: Triton bounds dim 0 by max_batch_size
     with pytest.raises(FusedopsError, match="exists"):  # nothing the user has is overwritten without --force
         write_native_model(tmp_path, "m1", str(model1_onnx), "ort-cpu", inputs, outputs)
 
@@ -145,6 +130,7 @@ def _run_tritonserver(repo: Path, workspace: Path) -> str:
     (("model=1/model.onnx", "model=1/missing.onnx"), "missing.onnx"),
     (("batched=1", "batched=yes"), "batched must be 0 or 1"),
     (("provider=cpu", "color=blue"), "unknown key 'color'"),
+    (("max_rows=0", "max_rows=-3"), "max_rows must be an integer"),
 ])
 def test_a_wrong_backend_file_fails_the_model_with_the_reason(model1_onnx, tmp_path, edit, words):
     inputs, outputs = onnx_specs(model1_onnx)

@@ -21,7 +21,8 @@ def add_arguments(p) -> None:
                    help="tritonserver: PyTriton's bundled tritonserver runs the model in its Python-backend stub; "
                         "native: the same tritonserver with fusedops' C++ backend (ONNX Runtime in its process, no "
                         "stub; ort-cpu / ort-cuda); pytriton: PyTriton's proxy to this process (≈ 3 ms more a "
-                        "request, docs/serving.md); auto (default): tritonserver, pytriton for a TensorRT engine")
+                        "request, docs/serving.md); auto (default): native for a fused .onnx on ONNX Runtime "
+                        "where its library is built, pytriton for a TensorRT engine, else tritonserver")
     p.add_argument("--size", choices=["small", "bench"], default="small", help="size of a reference model key")
     p.add_argument("--model-name", default="fusedops", help="the name clients address (default fusedops)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
@@ -33,9 +34,10 @@ def add_arguments(p) -> None:
     p.add_argument("--max-queue-delay-us", type=int, default=DEFAULT_MAX_QUEUE_DELAY_US,
                    help="how long the dynamic batcher waits to fill a batch (microseconds; default 0: Triton "
                         "batches what queues while the model runs)")
-    p.add_argument("--instances", type=int, default=1,
+    p.add_argument("--instances", type=int, default=None,
                    help="model instances that Triton hands batches to: stub processes (--server tritonserver) or "
-                        "sessions in the server (--server native); default 1")
+                        "sessions in the server (--server native); default 2 for native sessions on the CUDA EP, "
+                        "else 1")
     p.add_argument("--exit-timeout", type=int, default=10,
                    help="seconds to finish in-flight requests after SIGINT / SIGTERM")
     p.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")

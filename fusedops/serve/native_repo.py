@@ -30,6 +30,10 @@ CONFIG_FILE = "fusedops_backend.cfg"
 ONNX_FILE = "model.onnx"
 
 
+def backend_built() -> bool:
+    return native.library_path(BACKEND_LIBRARY) is not None
+
+
 def backend_library() -> Path:
     """libtriton_fusedops.so of this build; FusedopsError saying how to build it."""
     path = native.library_path(BACKEND_LIBRARY)
@@ -97,7 +101,9 @@ def write_native_model(out: Path, model_name: str, source: str, runtime: str, in
                 "op_library": op_library.name if carry_libraries else str(op_library),
                 "model": f"1/{ONNX_FILE}" if copy_source else str(Path(source).resolve()),
                 "provider": "cuda" if runtime == "ort-cuda" else "cpu", "batched": str(int(batched)),
-                "intra_op_threads": str(intra_op_threads)}
+                "intra_op_threads": str(intra_op_threads),
+                # Triton bounds a batched model's dim 0 by max_batch_size; an unbatched one's the backend bounds
+                "max_rows": "0" if batched else str(max_batch_size)}
     blas = cpu_blas.default_choice()
     if blas:
         settings[f"config.{fo_ort.CONFIG_CPU_BLAS}"] = blas

@@ -30,6 +30,7 @@ import numpy as np
 from fusedops.errors import FusedopsError
 
 from .backends import ENGINE_SUFFIXES, ServedModel, open_backend
+from .native_repo import backend_built
 from .repository import DEFAULT_MAX_QUEUE_DELAY_US
 
 LOOPBACK = "127.0.0.1"
@@ -51,20 +52,40 @@ class ServeOptions:
     log_verbose: int = 0
     triton_log: str | None = None  # tritonserver's own log file; None: a fresh temporary file (named when ready)
     # tritonserver: the model in the Python-backend stub; native: fusedops' C++ Triton backend (ONNX Runtime in
-    # tritonserver's process); pytriton: PyTriton's proxy to this process; auto: tritonserver, except pytriton for a
-    # TensorRT engine (the stub path serves ONNX Runtime and PyTorch)
+    # tritonserver's process); pytriton: PyTriton's proxy to this process; auto: see resolve_server
     server: str = "auto"
-    instances: int = 1  # model instances (stub processes / native sessions) on the tritonserver and native paths
+    # model instances (stub processes / native sessions) on the tritonserver and native paths; None: resolve_instances
+    instances: int | None = None
+
+
+# Native sessions on the CUDA EP by default: two overlap one batch's host copies with the other's run (H200,
+# 2026-11-27, model 1 bench size, c = 64: 16.4k inf/s with one, 21.5-21.8k with two; c = 1 unchanged, 0.885-0.905 ms).
+NATIVE_CUDA_INSTANCES = 2
 
 
 SERVERS = ("auto", "tritonserver", "native", "pytriton")
 
 
 def resolve_server(o: ServeOptions) -> str:
-    """The serving path ``o.server`` names ("auto" resolved by the source's kind)."""
+    """The serving path ``o.server`` names. "auto": PyTriton's for a TensorRT engine; the native backend for a fused
+    .onnx on ONNX Runtime where libtriton_fusedops.so is built (measured faster than the stub at every concurrency:
+    docs/serving_native.md); the Python-backend stub otherwise (PyTorch backends, model keys)."""
     if o.server != "auto":
         return o.server
-    return "pytriton" if Path(o.source).suffix.lower() in ENGINE_SUFFIXES else "tritonserver"
+    suffix = Path(o.source).suffix.lower()
+    if suffix in ENGINE_SUFFIXES:
+        return "pytriton"
+    if suffix == ".onnx" and o.backend in ("auto", "ort-cuda", "ort-cpu") and backend_built():
+        return "native"
+    return "tritonserver"
+
+
+def resolve_instances(o: ServeOptions, server: str, backend: str) -> int:
+    """``o.instances``, or by default NATIVE_CUDA_INSTANCES for native sessions on the CUDA EP and 1 otherwise (CPU
+    sessions share the cores through ORT's intra-op threads; stub processes each hold a copy of the model)."""
+    if o.instances is not None:
+        return o.instances
+    return NATIVE_CUDA_INSTANCES if server == "native" and backend == "ort-cuda" else 1
 
 
 def is_loopback(host: str) -> bool:
@@ -94,7 +115,7 @@ def check_port_free(host: str, port: int, what: str) -> None:
 def check_options(o: ServeOptions) -> None:
     if o.server not in SERVERS:
         raise FusedopsError(f"--server must be one of {', '.join(SERVERS)}, got {o.server!r}")
-    if o.instances < 1 or (o.instances > 1 and resolve_server(o) == "pytriton"):
+    if o.instances is not None and (o.instances < 1 or (o.instances > 1 and resolve_server(o) == "pytriton")):
         raise FusedopsError(f"--instances must be >= 1, and more than 1 needs --server tritonserver or native "
                             f"(PyTriton's path runs one inference function), got {o.instances} with --server "
                             f"{o.server}")
@@ -269,7 +290,8 @@ def _last_error(path: Path) -> str:
 def _print_ready(info: dict) -> None:
     print(f"fusedops serve: ready: model {info['model']!r} on {info['backend']} ({info['device']}) via "
           f"{info['server']}, "
-          f"KServe v2 HTTP {info['http']} gRPC {info['grpc']}, max_batch_size {info['max_batch_size']}; "
+          f"KServe v2 HTTP {info['http']} gRPC {info['grpc']}, max_batch_size {info['max_batch_size']}, "
+          f"{info.get('instances', 1)} model instance(s); "
           f"Triton's log: {info['triton_log']}", flush=True)
     for note in info["notes"]:
         print(f"fusedops serve: note: {note}", flush=True)

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -44,6 +45,7 @@ from .report import _atomic_write, plot
 P50_BUDGET_MS = 0.5
 P99_OVER_P50 = 2.0
 THROUGHPUT_GAIN = 20.0
+MAX_RATE_PER_S = 50_000  # a point's request bound: its duration at this rate (above any measured)
 
 
 def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
@@ -88,20 +90,27 @@ def inprocess_latency(model_key: str, size: str, repeats: int = 200) -> dict:
 
 def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdir: Path, concurrency: list[int],
                     durations: dict[int, float], tolerance: str, max_queue_delay_us: int,
-                    server_kind: str = "tritonserver", client_processes: int = 1, instances: int = 1,
+                    server_kind: str = "auto", client_processes: int = 1, instances: int | None = None,
                     with_perf_analyzer: bool = False) -> dict:
+    """One server (``instances`` None: the serve command's default count), loaded at each concurrency in turn."""
+    extra = () if instances is None else ("--instances", str(instances))
     server = start_server(source, workdir, "--backend", backend, "--size", size, "--max-batch-size",
                           str(max(concurrency)), "--max-queue-delay-us", str(max_queue_delay_us),
-                          "--server", server_kind, "--instances", str(instances))
+                          "--server", server_kind, *extra)
     try:
         points = []
         for c in concurrency:
+            duration = durations.get(c, 10.0)
+            # the count bound must not end a point before its duration (2026-11-27, H200: 1 M requests ended
+            # a 60 s point at concurrency 64 after ≈ 46 s at 21.8k inf/s)
             r = run_loadtest(LoadOptions(url=server.grpc_url, reference=model_key, size=size, protocol="grpc",
-                                         concurrency=[c], batch=[1], duration_s=durations.get(c, 10.0),
-                                         tolerance=tolerance, processes=client_processes))
+                                         concurrency=[c], batch=[1], duration_s=duration, tolerance=tolerance,
+                                         processes=client_processes,
+                                         max_requests=max(1_000_000, int(duration * MAX_RATE_PER_S))))
             points += r["points"]
-        side = {"source": source, "backend": backend, "server": server_kind, "instances": instances,
-                "ready_line": server.ready_line, "points": points}
+        found = re.search(r"(\d+) model instance", server.ready_line)
+        side = {"source": source, "backend": backend, "server": server_kind,
+                "instances": int(found.group(1)) if found else 1, "ready_line": server.ready_line, "points": points}
         if with_perf_analyzer:  # the same server, timed again by Triton's C++ client (it checks no values)
             side["perf_analyzer_points"] = perf_analyzer.run_points(server.grpc_url, server.model_name, concurrency)
         return side
@@ -151,17 +160,18 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
               tolerance: str = "tf32", max_queue_delay_us: int = DEFAULT_MAX_QUEUE_DELAY_US,
               skip_baseline: bool = False,
               compare_durations: dict[int, float] | None = None, skip_pytriton: bool = False,
-              client_processes: int | None = None, compare_instances: int = 1,
+              client_processes: int | None = None, compare_instances: int | None = None,
               compare_delay_us: int | None = None, use_perf_analyzer: str = "auto",
-              fused_server: str = "tritonserver") -> dict:
+              fused_server: str = "auto") -> dict:
     """The fused model behind the default server (its points are judged against the targets), then, unless skipped,
     the same model behind PyTriton's proxy and eager PyTorch behind PyTriton for ``compare_durations`` (default:
-    ``durations``); with ``compare_instances`` > 1 also the default server with that many model instances at the
-    top concurrency; with ``compare_delay_us`` also the default server with that dynamic-batching delay (the same
+    ``durations``); with ``compare_instances`` also the default server with that many model instances at the top
+    concurrency; with ``compare_delay_us`` also the default server with that dynamic-batching delay (the same
     concurrencies, ``compare_durations``), so two delays are compared in one run. ``use_perf_analyzer`` ("auto":
     where it runs, "on", "off") times the default server's points a second time with Triton's perf_analyzer.
-    ``fused_server``: the fused side's server ("tritonserver": the model in the Python stub; "native": fusedops'
-    C++ backend, ONNX backends only); the compared sides follow it, except PyTriton's."""
+    ``fused_server``: the fused side's server ("auto": the serve command's default; "tritonserver": the model in the
+    Python stub; "native": fusedops' C++ backend, ONNX backends only); the compared sides follow it, except
+    PyTriton's."""
     out.mkdir(parents=True, exist_ok=True)
     concurrency = concurrency or [1, 8, 64]
     durations = durations or {1: 30.0, 8: 20.0, 64: 60.0}
@@ -185,7 +195,7 @@ def run_sweep(out: Path, model_key: str = "1", size: str = "bench", fused_backen
     report["fused"] = _serve_and_load(source, fused_backend, model_key, size, out / "fused", concurrency, durations,
                                       tolerance, max_queue_delay_us, fused_server, client_processes=client_processes,
                                       with_perf_analyzer=pa_reason is None)
-    if compare_instances > 1:  # the same server with more stub processes, at the top concurrency only
+    if compare_instances is not None:  # the same server with another instance count, at the top concurrency only
         top = max(concurrency)
         report["fused_instances"] = _serve_and_load(
             source, fused_backend, model_key, size, out / "fused_instances", [top], compare_durations, tolerance,
@@ -277,14 +287,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="CONCURRENCY:SECONDS for the PyTriton sides (fused and eager); default --durations")
     p.add_argument("--client-processes", type=int, default=None,
                    help="load-test client processes (default: half the cores, at most 8)")
-    p.add_argument("--compare-instances", type=int, default=1,
-                   help="N > 1: also the default server with N model instances, at the top concurrency only")
+    p.add_argument("--compare-instances", type=int, default=None,
+                   help="also the default server with N model instances, at the top concurrency only")
     p.add_argument("--compare-delay-us", type=int, default=None,
                    help="also the default server with this --max-queue-delay-us (both delays in one run)")
     p.add_argument("--skip-baseline", action="store_true", help="no eager PyTorch side")
     p.add_argument("--skip-pytriton", action="store_true", help="no fused side behind PyTriton's proxy")
-    p.add_argument("--fused-server", choices=["tritonserver", "native"], default="tritonserver",
-                   help="the fused side's server: the model in the Python stub, or fusedops' C++ backend (ONNX)")
+    p.add_argument("--fused-server", choices=["auto", "tritonserver", "native"], default="auto",
+                   help="the fused side's server: the serve command's default (auto), the model in the Python "
+                        "stub, or fusedops' C++ backend (ONNX)")
     p.add_argument("--perf-analyzer", choices=["auto", "on", "off"], default="auto",
                    help="also time the default server with Triton's perf_analyzer (auto: where it runs)")
     a = p.parse_args(argv)

@@ -35,7 +35,8 @@ from fusedops.errors import FusedopsError
 from .backends import _export_to_temp, choose_backend, onnx_specs, torch_specs
 from .native_repo import BACKEND_NAME, backend_library, write_native_model
 from .python_repo import write_python_model
-from .server import ServeOptions, _last_error, _print_ready, _StopRequest, check_options, is_loopback, resolve_server
+from .server import (ServeOptions, _last_error, _print_ready, _StopRequest, check_options, is_loopback,
+                     resolve_instances, resolve_server)
 
 STARTUP_TIMEOUT_S = 300.0
 # Triton's APIs that change server state; restricted to a header only this process knows (PyTriton does the same).
@@ -148,6 +149,7 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
         raise FusedopsError(f"--server native runs ONNX Runtime (ort-cpu / ort-cuda), not {backend}; serve PyTorch "
                             f"backends with --server tritonserver")
     native_lib = backend_library() if native else None
+    instances = resolve_instances(o, "native" if native else "tritonserver", backend)
     if kind == "engine":
         raise FusedopsError("--server tritonserver runs ONNX Runtime or PyTorch in the Python backend; serve a "
                             "TensorRT engine with --server pytriton, or with tritonserver's TensorRT backend "
@@ -162,11 +164,11 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
     if native:  # libtriton_fusedops.so in tritonserver's process: KIND_GPU instances for ort-cuda
         _, batched = write_native_model(workspace / "repo", o.model_name, source, backend, inputs, outputs,
                                         max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
-                                        instances=o.instances, copy_source=False)
+                                        instances=instances, copy_source=False)
     else:  # KIND_CPU, as PyTriton deploys its models: the stub itself puts its work on the GPU
         _, batched = write_python_model(workspace / "repo", o.model_name, source, backend, o.size, inputs, outputs,
                                         max_batch_size=o.max_batch_size, max_queue_delay_us=o.max_queue_delay_us,
-                                        instances=o.instances, kind="cpu", sys_path=[p for p in sys.path if p],
+                                        instances=instances, kind="cpu", sys_path=[p for p in sys.path if p],
                                         copy_source=False)
     backends = _backend_folder(workspace, python_backend, stub, native_lib)
     token = secrets.token_urlsafe(16)
@@ -189,7 +191,8 @@ def serve_tritonserver(o: ServeOptions, ready=None) -> int:
                 "model": o.model_name, "backend": backend, "device": device,
                 "server": "tritonserver (native fusedops backend)" if native else "tritonserver",
                 "http": f"{o.host}:{o.http_port}", "grpc": f"{o.host}:{o.grpc_port}", "batched": batched,
-                "max_batch_size": o.max_batch_size if batched else 0, "notes": notes, "triton_log": str(log_path)})
+                "max_batch_size": o.max_batch_size if batched else 0, "instances": instances, "notes": notes,
+                "triton_log": str(log_path)})
         rc = stop.wait(lambda: None if proc.poll() is None else
                        f"tritonserver stopped unexpectedly (exit {proc.returncode}); its last error: "
                        f"{_last_error(log_path)}")

@@ -8,9 +8,12 @@
 //   provider=cpu|cuda                                      cuda: the CUDA EP on the instance's GPU (KIND_GPU) or 0
 //   batched=1|0                                            1: dim 0 of every input and output is the batch
 //   intra_op_threads=N                                     0 or absent: ONNX Runtime's default
+//   max_rows=N                                             unbatched models: dim 0 of an input at most N (0: any);
+//                                                          Triton bounds a batched model's dim 0, not these
 //   config.KEY=VALUE                                       a session config entry (fusedops.cpu_blas, ...)
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +24,7 @@ struct BackendConfig {
   std::string onnxruntime_library, op_library, model;
   bool cuda = false, batched = true;
   int intra_op_threads = 0;
+  int64_t max_rows = 0;
   std::vector<std::pair<std::string, std::string>> session_config;
 };
 

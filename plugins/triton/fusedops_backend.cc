@@ -65,7 +65,7 @@ struct Admitted {
 
 // "" if `request` can join a batch whose first member (if any) is `first`; fills `a`.
 std::string admit(const Session& s, TRITONBACKEND_Request* request, const Admitted* first, bool batched,
-                  Admitted* a) {
+                  int64_t max_rows, Admitted* a) {
   a->request = request;
   for (const TensorInfo& t : s.inputs()) {
     TRITONBACKEND_Input* in = nullptr;
@@ -84,6 +84,10 @@ std::string admit(const Session& s, TRITONBACKEND_Request* request, const Admitt
     if (type != triton_type(t.type)) return "input '" + t.name + "' has the wrong data type for the model";
     if (rank != t.rank || (batched && rank == 0)) return "input '" + t.name + "' has the wrong rank for the model";
     std::vector<int64_t> dims(shape, shape + rank);
+    // an unbatched model's dim 0 is the caller's to choose: max_rows is its bound (--max-batch-size)
+    if (!batched && max_rows > 0 && rank > 0 && dims[0] > max_rows)
+      return "input '" + t.name + "' has " + std::to_string(dims[0]) + " rows; this server takes at most " +
+             std::to_string(max_rows) + " (--max-batch-size)";
     uint64_t want = element_size(t.type);
     for (int64_t d : dims) want *= uint64_t(d < 0 ? 0 : d);
     if (want != bytes) return "input '" + t.name + "' holds " + std::to_string(bytes) + " bytes, its shape says " +
@@ -290,7 +294,8 @@ FUSEDOPS_BACKEND_API TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRIT
   if (TRITONSERVER_Error* e = TRITONBACKEND_ModelInstanceModel(instance, &model)) return e;
   if (TRITONSERVER_Error* e = TRITONBACKEND_ModelState(model, &mstate)) return e;
   auto& st = *static_cast<InstanceState*>(istate);
-  const bool batched = static_cast<ModelState*>(mstate)->config.batched;
+  const BackendConfig& config = static_cast<ModelState*>(mstate)->config;
+  const bool batched = config.batched;
   // Requests that fit run together (one batch when the model is batched, else one at a time).
   std::vector<std::vector<Admitted>> groups;
   std::vector<bool> ok(count, false);
@@ -299,7 +304,7 @@ FUSEDOPS_BACKEND_API TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRIT
     const Admitted* first = batched && !groups.empty() ? &groups[0][0] : nullptr;
     std::string why;
     try {
-      why = admit(*st.session, requests[r], first, batched, &a);
+      why = admit(*st.session, requests[r], first, batched, config.max_rows, &a);
     } catch (const std::exception& e) {
       why = e.what();
     }

@@ -7,11 +7,11 @@
 # 1. installs the package editable (no dependencies, no network) and builds libfusedops_ort.so with CUDA (sm_90
 #    unless FUSEDOPS_CUDA_ARCHS says otherwise) plus the PyTorch ops' library;
 # 2. `python -m fusedops.serve.sweep`: model 1 at bench size behind `fusedops serve --backend ort-cuda` (BACKEND; the
-#    default server: tritonserver running the model in its Python-backend stub), loaded over loopback gRPC at batch 1
+#    default server: the native backend, ORT in tritonserver's process, 2 instances), over loopback gRPC at batch 1
 #    with concurrency 1 / 8 / 64 (DURATIONS, default 1:10 8:8 64:60 seconds) with dynamic batching; then, for
 #    COMPARE_DURATIONS (default 1:5 8:4 64:8), the same fused model behind PyTriton's proxy (the earlier path) and
-#    eager PyTorch through PyTriton (the baseline), and the default server with COMPARE_INSTANCES (2) model
-#    instances at concurrency 64 only; in-process ModelNew latency; every response checked against
+#    eager PyTorch through PyTriton (the baseline), and where COMPARE_INSTANCES is set the default server with that
+#    many model instances at concurrency 64 only; in-process ModelNew latency; every response checked against
 #    float64 eager PyTorch (TF32 tolerance); CLIENT_PROCESSES load-test processes (default: half the cores, <= 8);
 #    where perf_analyzer runs (its wheel carried in .device/perf-analyzer/), the default server's points timed again
 #    by it;
@@ -82,7 +82,8 @@ procs=(); [[ -n ${CLIENT_PROCESSES:-} ]] && procs=(--client-processes "$CLIENT_P
 # path, its two-instance point and PyTriton's path (server start-ups and the bench-size reference take ~2.5 minutes).
 timeout "${SWEEP_TIMEOUT:-450}" python3 -m fusedops.serve.sweep --out "$out" --size bench \
   --backend "${BACKEND:-ort-cuda}" --durations ${DURATIONS:-1:10 8:8 64:60} \
-  --compare-durations ${COMPARE_DURATIONS:-1:5 8:4 64:8} --compare-instances "${COMPARE_INSTANCES:-2}" \
+  --compare-durations ${COMPARE_DURATIONS:-1:5 8:4 64:8} \
+  ${COMPARE_INSTANCES:+--compare-instances "$COMPARE_INSTANCES"} \
   --max-queue-delay-us "${QUEUE_DELAY_US:-0}" "${procs[@]}" ${SWEEP_EXTRA:-} >"$out/sweep.log" 2>&1
 rc=$?; echo "sweep rc=$rc in $((SECONDS - t0)) s (1: a target missed, 2: an error)"; tail -40 "$out/sweep.log"
 [[ $rc -ge 2 ]] && status=1
