@@ -120,3 +120,14 @@ def test_a_described_descriptor_makes_a_plan():
     d, _ = describe((2, 8, 5, 6), (8, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})
     plan = abi.Plan(d, abi.DEVICE_CPU)
     assert plan.kernels.startswith("cpu:")
+
+
+def test_a_channels_last_descriptor_is_refused_on_the_cpu_and_a_bad_flag_named():
+    """The CPU kernel indexes NCHW: a channels-last descriptor gets UNSUPPORTED, not a wrong answer."""
+    d, _ = describe((2, 8, 5, 6), (8, 4, 3, 3))
+    d.conv.channels_last = 1
+    with pytest.raises(FusedopsError, match=r"CPU kernel takes NCHW tensors only \(channels_last = 1 given\)"):
+        abi.Plan(d, abi.DEVICE_CPU)
+    d.conv.channels_last = 7
+    with pytest.raises(FusedopsError, match="channels_last must be 0 or 1, got 7"):
+        abi.Plan(d, abi.DEVICE_CPU)

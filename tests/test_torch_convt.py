@@ -76,6 +76,20 @@ def test_op_equals_independent_float64_reference(name):
     torch.testing.assert_close(y64, want, atol=1e-10, rtol=0)  # float64 goes to the catalog's reference
 
 
+def test_channels_last_input_gives_the_same_result():
+    """A channels_last X (PyTorch's memory format for NHWC) and a non-contiguous W: the op reads them by their strides
+    (it makes them contiguous first: the kernels index NCHW), so the values equal the NCHW call's bit for bit."""
+    x, w, b, gamma, beta = _tensors("channels_last", 2, 8, 8, (7, 9), (3, 3))
+    x_cl = x.to(memory_format=torch.channels_last)
+    w_t = w.transpose(2, 3).contiguous().transpose(2, 3)  # same values, other strides
+    assert not x_cl.is_contiguous() and not w_t.is_contiguous()
+    y = torch_ops.convtranspose_group_norm_act(x_cl, w_t, b, gamma, beta, [], 4, [2, 1], [1, 0, 0, 1], pre="gelu")
+    y_ref = torch_ops.convtranspose_group_norm_act(x, w, b, gamma, beta, [], 4, [2, 1], [1, 0, 0, 1], pre="gelu")
+    assert torch.equal(y, y_ref)
+    want = _independent(x, w, b, gamma, beta, 4, [2, 1], [1, 0, 0, 1], [], [], 1, pre_gelu=True)
+    torch.testing.assert_close(y.double(), want, atol=ATOL, rtol=0)
+
+
 def test_chains_extras_and_reduce_follow_the_catalog_reference():
     from fusedops import catalog
 

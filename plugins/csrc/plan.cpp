@@ -41,6 +41,9 @@ int check_conv(const fusedops_op_desc& d, char* err, size_t err_len) {
   if (cv.spatial_rank < 1 || cv.spatial_rank > 2)
     return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "%s: spatial_rank must be 1 or 2, got %d", op,
                        cv.spatial_rank);
+  if (cv.channels_last != 0 && cv.channels_last != 1)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "%s: channels_last must be 0 or 1, got %d", op,
+                       cv.channels_last);
   if (cv.group < 1 || cv.in_channels < 1 || cv.in_channels % cv.group != 0 || gn.C % cv.group != 0)
     return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
                        "%s: group %d must divide the input channels (%lld) and the output channels (%lld)", op,
@@ -129,6 +132,12 @@ FUSEDOPS_API int fusedops_plan_create(const fusedops_op_desc* d, int32_t device,
     if (p->empty) {
       p->kernels = "none (empty batch)";
     } else if (device == FUSEDOPS_DEVICE_CPU && d->op == FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT) {
+      // cpu_convt.cpp indexes X and Y as NCHW; a channels-last descriptor would read them wrongly (the PyTorch op
+      // makes such tensors contiguous before it describes them)
+      if (d->conv.channels_last)
+        return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
+                           "ConvTransposeGroupNormAct: the CPU kernel takes NCHW tensors only (channels_last = 1 "
+                           "given)");
       p->kernels = "cpu: gemm + col2im + groupnorm";
     } else if (device == FUSEDOPS_DEVICE_CPU) {
       p->kernels = d->op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "cpu: eigen gemm + row epilogue" : "cpu: groupnorm";

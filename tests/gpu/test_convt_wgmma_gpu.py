@@ -262,3 +262,22 @@ def test_model4_modelnew_runs_the_one_op_path_with_tf32():
     assert list(WGMMA_RUNS_CACHE.values()) == [True], WGMMA_RUNS_CACHE
     err = (got.double() - want).abs().max().item()
     assert got.dtype == torch.bfloat16 and err <= 5e-2, f"bfloat16: max error {err:.3g}"
+
+
+@need_sm90
+def test_model4_modelnew_takes_a_channels_last_input():
+    """A PyTorch user's channels_last X (model and input converted): ModelNew still runs the one op (X is made
+    contiguous on the way in) and matches float64."""
+    import copy
+
+    from fusedops.models import get_entry
+
+    entry = get_entry("4")
+    ref = entry.build("bench", seed=0).cuda()
+    new = entry.build("bench", cls_name="ModelNew", seed=0).cuda().to(memory_format=torch.channels_last)
+    x = torch.rand(2, 64, 19, 23, generator=torch.Generator().manual_seed(12)).cuda()
+    with torch.no_grad():
+        want = copy.deepcopy(ref).double()(x.double())
+        got = new(x.to(memory_format=torch.channels_last))
+    err = (got.double() - want).abs().max().item()
+    assert err <= 1e-2, f"channels_last: max error {err:.3g}"
