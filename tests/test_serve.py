@@ -188,9 +188,11 @@ def test_unbatched_model_is_served_with_full_shapes(tmp_path, server_kind, refus
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_0(model1_onnx, tmp_path):
-    # --exit-timeout 30: the drain (at most 4 held batches of 1.5 s) stays well inside it on a loaded machine
+    # --exit-timeout 30: the drain (at most 4 held batches of 1.5 s) stays well inside it on a loaded machine. The
+    # stub: its inference function holds each batch (TEST_DELAY_ENV); the native backend's drain under load is
+    # test_serve_native.py's.
     srv = start_server(str(model1_onnx), tmp_path / "srv", "--max-queue-delay-us", "0", "--exit-timeout", "30",
-                       env={TEST_DELAY_ENV: "1500"})
+                       "--server", "tritonserver", env={TEST_DELAY_ENV: "1500"})
     inputs = [fresh((2, 96), f"drain-{k}") for k in range(4)]
     results: dict[int, object] = {}
 

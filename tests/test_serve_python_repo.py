@@ -87,7 +87,8 @@ def test_bundled_tritonserver_serves_the_cli_repository(exported, tmp_path, caps
     binary, libs, python_backend, stub = tritonserver.bundled_tritonserver()
     backends = tritonserver._backend_folder(tmp_path / "ws", python_backend, stub)
     http_port, grpc_port = free_loopback_ports(2)
-    options = ServeOptions(source=str(exported["1"]), http_port=http_port, grpc_port=grpc_port, metrics_port=None)
+    options = ServeOptions(source=str(exported["1"]), http_port=http_port, grpc_port=grpc_port, metrics_port=None,
+                           server="tritonserver")
     log = tmp_path / "triton.log"
     proc = subprocess.Popen(tritonserver._command(options, binary, tmp_path / "repo", backends, log, "t0ken1234"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=tritonserver._server_env(libs))
@@ -130,7 +131,7 @@ def test_a_model_the_stub_cannot_load_is_one_clear_error(exported, tmp_path, mon
     monkeypatch.setattr(tritonserver, "write_python_model", write_broken)
     http_port, grpc_port = free_loopback_ports(2)
     options = ServeOptions(source=str(exported["1"]), http_port=http_port, grpc_port=grpc_port, metrics_port=None,
-                           triton_log=str(tmp_path / "triton.log"))
+                           triton_log=str(tmp_path / "triton.log"), server="tritonserver")
     with pytest.raises(FusedopsError, match="tritonserver did not start serving .*stub cannot load: test"):
         tritonserver.serve_tritonserver(options, ready=lambda info: pytest.fail(f"ready: {info}"))
     assert not tritonserver._model_ready(f"http://127.0.0.1:{http_port}/v2/health/live")
