@@ -171,3 +171,21 @@ def test_repo_command_writes_a_repository_that_carries_its_backend(model1_onnx, 
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
+
+
+def test_repo_defaults_to_two_cuda_sessions_as_serve_does(model1_onnx, tmp_path, monkeypatch):
+    """`fusedops repo --backend native` without --instances: 1 session on the CPU EP, 2 on the CUDA EP (the library's
+    CUDA build is faked: only the written config is checked), as `fusedops serve` defaults."""
+    from fusedops.serve.native_repo import write_native_repository
+    from fusedops.serve.repository import RepoOptions
+
+    cpu = write_native_repository(RepoOptions(source=str(model1_onnx), out=str(tmp_path / "cpu"), instances=None),
+                                  "ort-cpu")
+    assert "count: 1" in cpu.config_path.read_text() and "KIND_CPU" in cpu.config_path.read_text()
+    monkeypatch.setattr(fo_ort, "library_has_cuda", lambda: True)
+    gpu = write_native_repository(RepoOptions(source=str(model1_onnx), out=str(tmp_path / "gpu"), instances=None),
+                                  "ort-cuda")
+    assert "count: 2" in gpu.config_path.read_text() and "KIND_GPU" in gpu.config_path.read_text()
+    three = write_native_repository(RepoOptions(source=str(model1_onnx), out=str(tmp_path / "three"), instances=3),
+                                    "ort-cuda")
+    assert "count: 3" in three.config_path.read_text()

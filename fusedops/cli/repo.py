@@ -30,7 +30,8 @@ def add_arguments(p) -> None:
     p.add_argument("--max-batch-size", type=int, default=64, help="max_batch_size of the config")
     p.add_argument("--max-queue-delay-us", type=int, default=DEFAULT_MAX_QUEUE_DELAY_US,
                    help="dynamic batcher delay (microseconds; default 0)")
-    p.add_argument("--instances", type=int, default=1, help="model instances (instance_group count)")
+    p.add_argument("--instances", type=int, default=None,
+                   help="model instances (instance_group count; default 2 for --backend native on ort-cuda, else 1)")
     p.add_argument("--kind", choices=["auto", "gpu", "cpu"], default="auto",
                    help="instance kind (auto: KIND_GPU for engines, KIND_CPU for ONNX unless the ORT library "
                         "was built with CUDA)")
@@ -43,7 +44,8 @@ def add_arguments(p) -> None:
 def run(a) -> int:
     options = RepoOptions(source=a.source, out=a.out, model_name=a.model_name, onnx=a.onnx,
                           max_batch_size=a.max_batch_size, max_queue_delay_us=a.max_queue_delay_us,
-                          instances=a.instances, kind=a.kind, server_path=a.server_path, force=a.force)
+                          instances=1 if a.instances is None and a.backend != "native" else a.instances,
+                          kind=a.kind, server_path=a.server_path, force=a.force)
     if a.backend == "python":
         result = write_python_repository(options, a.runtime)
     elif a.backend == "native":

@@ -47,7 +47,7 @@ class RepoOptions:
     onnx: str | None = None  # an engine's ONNX (tensor names, types, shapes)
     max_batch_size: int = 64
     max_queue_delay_us: int = DEFAULT_MAX_QUEUE_DELAY_US
-    instances: int = 1
+    instances: int | None = 1  # None: the writer's default (native_repo: 2 sessions on the CUDA EP)
     kind: str = "auto"  # auto | gpu | cpu
     server_path: str | None = None
     force: bool = False

@@ -30,7 +30,7 @@ import numpy as np
 from fusedops.errors import FusedopsError
 
 from .backends import ENGINE_SUFFIXES, ServedModel, open_backend
-from .native_repo import backend_built
+from .native_repo import NATIVE_CUDA_INSTANCES, backend_built
 from .repository import DEFAULT_MAX_QUEUE_DELAY_US
 
 LOOPBACK = "127.0.0.1"
@@ -57,10 +57,6 @@ class ServeOptions:
     # model instances (stub processes / native sessions) on the tritonserver and native paths; None: resolve_instances
     instances: int | None = None
 
-
-# Native sessions on the CUDA EP by default: two overlap one batch's host copies with the other's run (H200,
-# 2026-11-27, model 1 bench size, c = 64: 16.4k inf/s with one, 21.5-21.8k with two; c = 1 unchanged, 0.885-0.905 ms).
-NATIVE_CUDA_INSTANCES = 2
 
 
 SERVERS = ("auto", "tritonserver", "native", "pytriton")
