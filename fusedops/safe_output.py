@@ -178,15 +178,7 @@ class PendingOutput:
                                   f"nothing; {len(data)} bytes were to be written)") from None
         os.close(self._fd)
         self._fd = None
-        try:
-            # Re-check: the path may have changed during the command's long work.
-            check_output_path(self.path, self.force, self.inputs, self.what)
-            self._place()
-        except BaseException:
-            self.discard()
-            raise
-        self._tmp = None
-        return self.path
+        return self._recheck_and_place()
 
     def commit_file(self, write) -> Path:
         """Like ``commit``, for a writer that needs a file name (e.g. ``onnx_ir.save``): ``write(tmp_path)`` fills the
@@ -205,6 +197,11 @@ class PendingOutput:
         except BaseException:
             self.discard()
             raise
+        return self._recheck_and_place()
+
+    def _recheck_and_place(self) -> Path:
+        """Put the written temporary file in place, checking the path again first: it may have changed during the
+        command's long work. Anything failing discards the temporary file."""
         try:
             check_output_path(self.path, self.force, self.inputs, self.what)
             self._place()
