@@ -49,14 +49,14 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   if (flat + span >= INT32_MAX || 8 * g.hin * g.win >= INT32_MAX || span >= 16384 || gn.N > 65535 ||
       g.kh * g.kw > 64)
     return refuse(l, "sizes beyond the kernel's 32-bit indices or stage");
+  const int64_t offx = (g.kw - 1) * g.dw - g.pw;
   l->wpad = int32_t(wpad);
   l->offy = int32_t((g.kh - 1) * g.dh - g.ph);
-  l->offx = int32_t((g.kw - 1) * g.dw - g.pw);
+  l->offx = int32_t(offx);
   l->span = int32_t(span);
   // The ring producer (TF32): 16-byte rows and slot groups (win, wpad % 4 == 0), no column that padding crops (two
   // items would share a raw slot), one channel tile (W's ring runs across tiles), a chunk in one producer pass.
   const int64_t rows_max = std::min<int64_t>(g.hin, (span - 1) / wpad + 2);
-  const int64_t offx = (g.kw - 1) * g.dw - g.pw;
   if (f32 && !l->three && g.win % 4 == 0 && wpad % 4 == 0 && offx >= 0 && offx + g.win <= wpad &&
       gn.C == kSm90Cout && 2 * rows_max * (g.win / 4) <= kSm90RingItems)
     l->ring_chunk = convt_sm90_raw_chunk_bytes(int32_t(span));
