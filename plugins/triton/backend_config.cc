@@ -58,10 +58,8 @@ std::string read_backend_config(const std::string& model_dir, BackendConfig* out
       if (!parse_int(value, 0, 4096, &out->intra_op_threads))
         return where + ": intra_op_threads must be an integer in [0, 4096], got '" + value + "'";
     } else if (key == "max_rows") {
-      int rows = 0;
-      if (!parse_int(value, 0, 1 << 30, &rows))
+      if (!parse_int(value, 0, 1 << 30, &out->max_rows))
         return where + ": max_rows must be an integer in [0, 2^30], got '" + value + "'";
-      out->max_rows = rows;
     } else if (key.rfind("config.", 0) == 0 && key.size() > 7) {
       out->session_config.emplace_back(key.substr(7), value);
     } else {

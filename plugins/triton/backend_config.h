@@ -13,7 +13,6 @@
 //   config.KEY=VALUE                                       a session config entry (fusedops.cpu_blas, ...)
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,8 +22,7 @@ namespace fusedops::triton {
 struct BackendConfig {
   std::string onnxruntime_library, op_library, model;
   bool cuda = false, batched = true;
-  int intra_op_threads = 0;
-  int64_t max_rows = 0;
+  int intra_op_threads = 0, max_rows = 0;
   std::vector<std::pair<std::string, std::string>> session_config;
 };
 

@@ -64,8 +64,10 @@ struct Admitted {
 };
 
 // "" if `request` can join a batch whose first member (if any) is `first`; fills `a`.
-std::string admit(const Session& s, TRITONBACKEND_Request* request, const Admitted* first, bool batched,
-                  int64_t max_rows, Admitted* a) {
+std::string admit(const Session& s, const BackendConfig& config, TRITONBACKEND_Request* request,
+                  const Admitted* first, Admitted* a) {
+  const bool batched = config.batched;
+  const int64_t max_rows = config.max_rows;
   a->request = request;
   for (const TensorInfo& t : s.inputs()) {
     TRITONBACKEND_Input* in = nullptr;
@@ -304,7 +306,7 @@ FUSEDOPS_BACKEND_API TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRIT
     const Admitted* first = batched && !groups.empty() ? &groups[0][0] : nullptr;
     std::string why;
     try {
-      why = admit(*st.session, requests[r], first, batched, config.max_rows, &a);
+      why = admit(*st.session, config, requests[r], first, &a);
     } catch (const std::exception& e) {
       why = e.what();
     }
