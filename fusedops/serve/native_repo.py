@@ -34,6 +34,12 @@ NATIVE_CUDA_INSTANCES = 2
 ONNX_FILE = "model.onnx"
 
 
+def default_instances(runtime: str) -> int:
+    """Sessions a native model gets unless told: NATIVE_CUDA_INSTANCES on the CUDA EP, 1 on the CPU (CPU sessions
+    share the cores through ORT's intra-op threads)."""
+    return NATIVE_CUDA_INSTANCES if runtime == "ort-cuda" else 1
+
+
 def backend_built() -> bool:
     return native.library_path(BACKEND_LIBRARY) is not None
 
@@ -137,7 +143,7 @@ def write_native_repository(o: RepoOptions, runtime: str = "auto") -> RepoResult
     if runtime == "auto":
         runtime = "ort-cuda" if fo_ort.library_has_cuda() else "ort-cpu"
     if o.instances is None:  # as `fusedops serve --server native` defaults
-        o = dataclasses.replace(o, instances=NATIVE_CUDA_INSTANCES if runtime == "ort-cuda" else 1)
+        o = dataclasses.replace(o, instances=default_instances(runtime))
     out = repository_folder(o)
     inputs, outputs = onnx_specs(o.source)
     model_dir, batched = write_native_model(out, o.model_name, o.source, runtime, inputs, outputs,

@@ -30,7 +30,7 @@ import numpy as np
 from fusedops.errors import FusedopsError
 
 from .backends import ENGINE_SUFFIXES, ServedModel, open_backend
-from .native_repo import NATIVE_CUDA_INSTANCES, backend_built
+from .native_repo import backend_built, default_instances
 from .repository import DEFAULT_MAX_QUEUE_DELAY_US
 
 LOOPBACK = "127.0.0.1"
@@ -77,11 +77,11 @@ def resolve_server(o: ServeOptions) -> str:
 
 
 def resolve_instances(o: ServeOptions, server: str, backend: str) -> int:
-    """``o.instances``, or by default NATIVE_CUDA_INSTANCES for native sessions on the CUDA EP and 1 otherwise (CPU
-    sessions share the cores through ORT's intra-op threads; stub processes each hold a copy of the model)."""
+    """``o.instances``, or by default the native backend's count for its runtime (native_repo.default_instances) and
+    1 stub process (each holds a copy of the model)."""
     if o.instances is not None:
         return o.instances
-    return NATIVE_CUDA_INSTANCES if server == "native" and backend == "ort-cuda" else 1
+    return default_instances(backend) if server == "native" else 1
 
 
 def is_loopback(host: str) -> bool:
