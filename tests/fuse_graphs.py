@@ -25,6 +25,7 @@ import torch
 from hypothesis import HealthCheck, Phase
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 from fusedops import catalog
 
@@ -368,16 +369,43 @@ def reference64(fused, x) -> np.ndarray:
     return catalog.group_norm_act_reference(*fixed, extras, fa).numpy()
 
 
-def _arbitrate(got, want, fused, x, what="original"):
+def run64(model, x) -> np.ndarray:
+    """The float32 graph ``model`` evaluated in float64 by ONNX's reference evaluator (initialisers, constants, inputs
+    and outputs widened): what the graph means, free of float32 rounding."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+
+    def widen(t):
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t).astype(np.float64), t.name))
+
+    for t in m.graph.initializer:
+        widen(t)
+    for n in m.graph.node:
+        for a in n.attribute:
+            if n.op_type == "Constant" and a.name == "value":
+                widen(a.t)
+    for v in [*m.graph.input, *m.graph.output, *m.graph.value_info]:
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    return ReferenceEvaluator(m).run(None, {m.graph.input[0].name: x.astype(np.float64)})[0]
+
+
+def _arbitrate(got, want, fused, x, what="original", original=None):
     """``got`` (fused) and ``want`` (another float32 evaluation) differ by more than 1e-5 (abs + rel). Both are
     float32 evaluations of a GroupNorm, which amplifies rounding by 1/std on badly conditioned groups (and ORT's
     GroupNormalization kernel computes the variance in one pass). Decide with the float64 reference of the fused
-    node: ``want`` must still mean the same thing (within 1e-3), and the fused result must be within 1e-5 of the
-    truth or at least as close to it as ``want``."""
+    node: ``want`` must still mean the same thing (within 1e-3, or, where float32 rounding took it further and the
+    ``original`` graph is given, that graph evaluated in float64 within 1e-9), and the fused result must be within
+    1e-5 of the truth or at least as close to it as ``want``."""
     ref = reference64(fused, x)
     scale = max(1.0, float(np.abs(ref).max()))
     err_got, err_want = np.abs(got - ref), np.abs(want - ref)
-    assert err_want.max() <= 1e-3 * scale, f"the fused attributes do not describe the {what}"
+    if err_want.max() > 1e-3 * scale:
+        # e.g. a chain that squeezes a group into a narrow range: 2026-11-27 CI, tanh, sigmoid twice, 1 / (1 + s),
+        # c - ...: ORT and ONNX's reference evaluator both 1.2-1.7e-3 off in float32, the graph in float64 1.8e-12
+        assert original is not None and np.abs(run64(original, x) - ref).max() <= 1e-9 * scale, \
+            f"the fused attributes do not describe the {what}"
     within = bool(np.all(err_got <= 1e-5 + 1e-5 * np.abs(ref)))
     assert within or err_got.max() <= err_want.max() + 1e-6, f"fused is less accurate than the {what}"
 
@@ -388,7 +416,7 @@ def check_same_results(model, fused, x, arbitrate=True):
     (want,), (got,) = run(model, x), run(fused, x)
     assert got.shape == want.shape
     if arbitrate and not np.allclose(got, want, rtol=1e-5, atol=1e-5):
-        _arbitrate(got, want, fused, x)
+        _arbitrate(got, want, fused, x, original=model)
         return got
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     return got
