@@ -76,7 +76,9 @@ def test_run_points_measures_each_concurrency_and_records_a_failure(tmp_path, mo
     assert [p["concurrency"] for p in points] == [1, 8, 64]
     assert points[0]["p50_ms"] == 0.51 and points[2]["p50_ms"] == 1.14 and points[2]["throughput_inf_s"] == 64000
     assert "exit 99" in points[1]["error"] and "stable measurement" in points[1]["error"]
-    assert len(logged) == 3 and "c=8: perf_analyzer exit 99" in logged[1]
+    # c = 8 fails in each of the three modes, each failure logged
+    assert len(logged) == 5 and "c=8 (windows): perf_analyzer exit 99" in logged[1] and "(async)" in logged[3]
+    assert points[0]["mode"] == "windows" and "mode" not in points[1]
     targets = evaluate_timing(points, {"host_to_host_p50_ms": 0.2})
     assert targets["p50_c1_vs_inprocess"]["met"] and targets["p99_c1_vs_p50"]["p99_ms"] == 0.71
     assert targets["throughput_c64_over_c1"]["gain"] == 64 and "lost_or_wrong" not in targets
@@ -109,3 +111,49 @@ def test_not_installed_is_reported(monkeypatch):
     assert "not installed" in perf_analyzer.unavailable_reason()
     with pytest.raises(FusedopsError, match="not installed"):
         perf_analyzer.run_points("127.0.0.1:8001", "fusedops", [1])
+
+
+# Hangs in time-window mode at concurrency 64 (as the real one did on 2026-11-27), writes the CSV when counted.
+HANGS_IN_WINDOWS = r"""
+c=""; f=""; counted=0
+while [[ $# -gt 0 ]]; do case $1 in --concurrency-range) c=${2%%:*}; shift 2;; -f) f=$2; shift 2;;
+  --request-count) counted=$2; shift 2;; *) shift;; esac; done
+if [[ $c == 64 && $counted == 0 ]]; then echo "Pass [1] throughput: 30000 infer/sec."; sleep 30; fi
+echo "$HEADER" > "$f"
+echo "$c,$((1000 * c)),5,90,20,10,300,15,2,$((500 + 10 * c)),600,650,$((700 + 10 * c)),560,1,480" >> "$f"
+"""
+
+
+def test_a_point_that_does_not_finish_is_measured_again_by_request_count(tmp_path, monkeypatch):
+    _stand_in(tmp_path, monkeypatch, f'HEADER="{HEADER}"\n' + HANGS_IN_WINDOWS)
+    monkeypatch.setattr(perf_analyzer.subprocess, "run", _with_timeout(perf_analyzer.subprocess.run, 2))
+    logged, logs = [], tmp_path / "logs"
+    logs.mkdir()
+    points = perf_analyzer.run_points("127.0.0.1:8001", "fusedops", [1, 64], log=logged.append, log_dir=logs)
+    assert [p.get("mode") for p in points] == ["windows", "request_count"]
+    assert points[1]["p50_ms"] == 1.14 and "error" not in points[1]
+    assert any("did not finish" in line and "Pass [1] throughput" in line for line in logged)
+    counted = (logs / "perf_analyzer_c64_request_count.log").read_text()
+    assert f"--request-count {perf_analyzer.requests_for(64)}" in counted
+    assert "Pass [1]" in (logs / "perf_analyzer_c64_windows.log").read_text()
+
+
+def test_a_point_failing_in_every_mode_names_each_failure(tmp_path, monkeypatch):
+    _stand_in(tmp_path, monkeypatch, 'echo "connection refused" >&2; exit 3\n')
+    (point,) = perf_analyzer.run_points("127.0.0.1:8001", "fusedops", [8], log=lambda _: None)
+    assert point["concurrency"] == 8 and "mode" not in point
+    for mode in perf_analyzer.MODES:
+        assert f"{mode}: perf_analyzer exit 3: connection refused" in point["error"]
+
+
+def test_an_unknown_mode_is_refused(tmp_path):
+    with pytest.raises(FusedopsError, match="mode 'fast' is not one of windows"):
+        perf_analyzer.command("pa", "127.0.0.1:9", "m", 1, tmp_path / "o.csv", mode="fast")
+
+
+def _with_timeout(run, seconds: float):
+    """subprocess.run with every timeout cut to ``seconds`` (the stand-in's hang is 30 s, the real limits longer)."""
+    def wrapped(*args, **kwargs):
+        kwargs["timeout"] = min(kwargs.get("timeout") or seconds, seconds)
+        return run(*args, **kwargs)
+    return wrapped

@@ -83,45 +83,99 @@ def parse_csv(text: str) -> list[dict]:
     return sorted(points, key=lambda p: p["concurrency"])
 
 
+# How one point is measured, in order: perf_analyzer's time windows until three agree; where that fails or does
+# not finish, one fixed count of requests (no stability loop); then the same count with its asynchronous client
+# (a few threads instead of one per request in flight). 2026-11-27 (H200): the windowed point at concurrency 64
+# did not finish in 66 s after c = 1 and c = 8 had; the fallbacks are recorded in each point's "mode".
+MODES = ("windows", "request_count", "async")
+
+
 def command(exe: str, url: str, model: str, concurrency: int, csv_path: Path, batch: int = 1,
-            window_ms: int = 3000, max_trials: int = 6) -> list[str]:
-    """One point: gRPC, ``batch`` rows a request, ``concurrency`` requests in flight, random input data, measured
-    in windows of ``window_ms`` until three agree within 15 % or ``max_trials`` windows passed."""
-    return [exe, "-m", model, "-u", url, "-i", "grpc", "-b", str(batch),
-            "--concurrency-range", f"{concurrency}:{concurrency}", "--measurement-interval", str(window_ms),
-            "--max-trials", str(max_trials), "--stability-percentage", "15", "-f", str(csv_path)]
+            window_ms: int = 3000, max_trials: int = 6, mode: str = "windows") -> list[str]:
+    """One point: gRPC, ``batch`` rows a request, ``concurrency`` requests in flight, random input data. ``mode``
+    "windows": measured in windows of ``window_ms`` until three agree within 15 % or ``max_trials`` windows passed;
+    "request_count": one measurement of ``requests_for(concurrency)`` requests; "async": that with the async client."""
+    cmd = [exe, "-m", model, "-u", url, "-i", "grpc", "-b", str(batch),
+           "--concurrency-range", f"{concurrency}:{concurrency}"]
+    if mode == "windows":
+        cmd += ["--measurement-interval", str(window_ms), "--max-trials", str(max_trials),
+                "--stability-percentage", "15"]
+    elif mode in ("request_count", "async"):
+        cmd += ["--request-count", str(requests_for(concurrency))] + (["--async"] if mode == "async" else [])
+    else:
+        raise FusedopsError(f"perf_analyzer mode {mode!r} is not one of {', '.join(MODES)}")
+    return cmd + ["-f", str(csv_path)]
+
+
+def requests_for(concurrency: int) -> int:
+    """The fixed request count of a counted point: 2000 a request in flight (c = 64: 128 000, a few seconds)."""
+    return 2000 * concurrency
+
+
+def _text(output) -> str:
+    """A child's captured output as text (TimeoutExpired carries bytes even with text=True)."""
+    return output.decode(errors="replace") if isinstance(output, bytes) else (output or "")
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+def _measure(cmd: list[str], csv_path: Path, limit_s: float, log_path: Path | None) -> dict:
+    """One perf_analyzer run: its CSV's point, or {"error": ...} naming the exit status or the time limit and the
+    last line it printed; its whole output goes to ``log_path`` when given."""
+    output, point = "", None
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit_s)
+        output = proc.stdout + proc.stderr
+        if proc.returncode != 0 or not csv_path.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            point = {"error": f"perf_analyzer exit {proc.returncode}: {' | '.join(tail)}"}
+        else:
+            point = parse_csv(csv_path.read_text())[0]
+    except subprocess.TimeoutExpired as e:
+        output = _text(e.stdout) + _text(e.stderr)
+        point = {"error": f"perf_analyzer did not finish in {limit_s:.0f} s (last output: {_last_line(output)})"}
+    except FusedopsError as e:
+        point = {"error": str(e)}
+    if log_path is not None:
+        log_path.write_text(" ".join(cmd) + "\n" + output)
+    return point
 
 
 def run_points(url: str, model: str, concurrency: list[int], batch: int = 1, window_ms: int = 3000,
-               max_trials: int = 6, log=None) -> list[dict]:
-    """perf_analyzer at each concurrency against a loopback gRPC ``url``; a point that fails is recorded with its
-    error (the sweep goes on)."""
+               max_trials: int = 6, log=None, log_dir: Path | None = None,
+               modes: tuple[str, ...] = MODES) -> list[dict]:
+    """perf_analyzer at each concurrency against a loopback gRPC ``url``, each point in the first of ``modes`` that
+    succeeds; a point that fails in all of them is recorded with their errors (the sweep goes on). ``log_dir``: each
+    run's command and output as perf_analyzer_c<C>_<mode>.log."""
     check_url(url)
     exe = binary()
     if exe is None:
         raise FusedopsError(unavailable_reason() or "perf_analyzer is not installed")
     log = log or (lambda text: print(text, file=sys.stderr))
     points = []
-    limit = 30 + 2 * max_trials * window_ms / 1e3  # seconds: its own windows twice over, plus start-up
     with tempfile.TemporaryDirectory(prefix="fusedops-pa-") as tmp:
         for c in concurrency:
-            csv_path = Path(tmp) / f"c{c}.csv"
-            cmd = command(exe, url, model, c, csv_path, batch, window_ms, max_trials)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
-                if proc.returncode != 0 or not csv_path.is_file():
-                    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-                    raise FusedopsError(f"perf_analyzer exit {proc.returncode}: {' | '.join(tail)}")
-                point = parse_csv(csv_path.read_text())[0]
-            except subprocess.TimeoutExpired:
-                point = {"concurrency": c, "error": f"perf_analyzer did not finish in {limit:.0f} s"}
-            except FusedopsError as e:
-                point = {"concurrency": c, "error": str(e)}
-            point["batch"] = batch
-            points.append(point)
-            if "error" in point:
-                log(f"perf_analyzer c={c}: {point['error']}")
-            else:
-                log(f"perf_analyzer c={c}: p50 {point['p50_ms']:.3f} p99 {point['p99_ms']:.3f} ms, "
+            errors = []
+            for mode in modes:
+                csv_path = Path(tmp) / f"c{c}_{mode}.csv"
+                # windows: its own windows (1.2 x each) twice over; counted: a minute; both plus start-up
+                limit = 30 + (2.4 * max_trials * window_ms / 1e3 if mode == "windows" else 60)
+                log_path = log_dir / f"perf_analyzer_c{c}_{mode}.log" if log_dir is not None else None
+                point = _measure(command(exe, url, model, c, csv_path, batch, window_ms, max_trials, mode),
+                                 csv_path, limit, log_path)
+                if "error" not in point:
+                    break
+                errors.append(f"{mode}: {point['error']}")
+                log(f"perf_analyzer c={c} ({mode}): {point['error']}")
+            if errors and "error" in point:
+                point = {"error": "; ".join(errors)}
+            point.update(concurrency=c, batch=batch)
+            if "error" not in point:
+                point["mode"] = mode
+                log(f"perf_analyzer c={c} ({mode}): p50 {point['p50_ms']:.3f} p99 {point['p99_ms']:.3f} ms, "
                     f"{point['throughput_inf_s']:.1f} inf/s")
+            points.append(point)
     return points

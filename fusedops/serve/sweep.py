@@ -112,7 +112,8 @@ def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdi
         side = {"source": source, "backend": backend, "server": server_kind,
                 "instances": int(found.group(1)) if found else 1, "ready_line": server.ready_line, "points": points}
         if with_perf_analyzer:  # the same server, timed again by Triton's C++ client (it checks no values)
-            side["perf_analyzer_points"] = perf_analyzer.run_points(server.grpc_url, server.model_name, concurrency)
+            side["perf_analyzer_points"] = perf_analyzer.run_points(server.grpc_url, server.model_name, concurrency,
+                                                                   log_dir=workdir.parent)
         return side
     finally:
         rc = server.stop()
@@ -260,7 +261,7 @@ def summary(report: dict) -> str:
         q = p.get("breakdown_ms", {})
         lines.append(f"  {label:48s} c={p['concurrency']:<3d} p50 {p['p50_ms']:.3f} p99 {p['p99_ms']:.3f} ms  "
                      f"{p['throughput_inf_s']:8.1f} inf/s  (server queue {q.get('server_queue', 0):.3f}, "
-                     f"compute {q.get('server_compute_infer', 0):.3f} ms)")
+                     f"compute {q.get('server_compute_infer', 0):.3f} ms; {p.get('mode', 'windows')})")
     return "\n".join(lines)
 
 
