@@ -90,15 +90,18 @@ def models(torch, dtype):
     return ref.cuda(), new.cuda(), unfused, fused
 
 
-def sessions(ort, fo, unfused, fused, prec, profile_dir=None):
-    """{variant: session} (a variant whose session ORT refuses: the message instead), on the CUDA EP; profiled
-    (profile_dir) without the CUDA-graph session, whose placement is ort-fused's."""
+def sessions(ort, fo, unfused, fused, prec, profile_dir=None, only=None):
+    """{variant: session} (a variant whose session ORT refuses: the message instead), on the CUDA EP, for the
+    variants named in ``only`` (default: all); profiled (profile_dir) without the CUDA-graph session, whose
+    placement is ort-fused's."""
     popts = [{"device_id": "0", "use_tf32": "0" if prec == "fp32" else "1",
               "arena_extend_strategy": "kSameAsRequested"}, {}]
     graph = [{**popts[0], "enable_cuda_graph": "1"}, {}]
     out = {}
     variants = [("ort-fused", fused), ("ort-fused-graph", fused), ("ort-unfused", unfused)]
     for name, model in variants[::2] if profile_dir else variants:
+        if only is not None and name not in only:
+            continue
         so = ort.SessionOptions()
         so.log_severity_level = 3
         if profile_dir:
@@ -189,14 +192,23 @@ def bench_precision(ort, torch, fo, prec, batches, calls, report) -> None:
             skip[name] = f"{prec}: {name} not timed: {why}: {off}"
             (report["errors"] if name == "ort-fused" else report["notes"]).append(skip[name])
             print(skip[name], flush=True)
-    made = {k: s for k, s in sessions(ort, fo, unfused, fused, prec).items()
+    made = {k: s for k, s in sessions(ort, fo, unfused, fused, prec, only=("ort-fused", "ort-unfused")).items()
             if k not in skip and not isinstance(s, str)}
     mode = "fp32" if prec == "fp32" else "tf32"
     for batch in batches:
         gen = torch.Generator(device="cuda").manual_seed(20261127 + batch)
         xs = [torch.rand(batch, CIN, HW, HW, device="cuda", generator=gen).to(dtype) for _ in range(3)]
-        fns, outs = {}, {}
-        for name, s in made.items():
+        fns, outs, this_batch = {}, {}, dict(made)
+        # A CUDA-graph session per batch: ORT keeps each gpu_graph_id's graph for the session's life, with the
+        # buffers of its capture, so a session shared by batches replays the last batch's freed buffers
+        # (2026-11-27 08:52, H200: an illegal memory access at the second batch, then every allocation failed).
+        if "ort-fused-graph" not in skip:
+            graph_session = sessions(ort, fo, unfused, fused, prec, only=("ort-fused-graph",))["ort-fused-graph"]
+            if isinstance(graph_session, str):
+                report["errors"].append(f"{prec} batch {batch}: ort-fused-graph: {graph_session}")
+            else:
+                this_batch["ort-fused-graph"] = graph_session
+        for name, s in this_batch.items():
             outs[name] = torch.empty(batch, COUT, HW + K - 1, HW + K - 1, device="cuda", dtype=dtype)
             graph = name == "ort-fused-graph"
             runs = {id(x): ort_runner(ort, s, x, outs[name], graph_id=i if graph else None) for i, x in enumerate(xs)}
@@ -236,7 +248,7 @@ def bench_precision(ort, torch, fo, prec, batches, calls, report) -> None:
                         diff = (y_ort - ok[other](xs[0]).float()).abs().max().item()
                         report["accuracy"].append({"precision": prec, "batch": batch, "variant": mine,
                                                    "against": other, "max_abs_diff": diff})
-        del xs, fns, outs, ok
+        del xs, fns, outs, ok, this_batch
         gc.collect()
         torch.cuda.empty_cache()
     del made, ref, new

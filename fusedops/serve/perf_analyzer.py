@@ -91,10 +91,12 @@ MODES = ("windows", "request_count", "async")
 
 
 def command(exe: str, url: str, model: str, concurrency: int, csv_path: Path, batch: int = 1,
-            window_ms: int = 3000, max_trials: int = 6, mode: str = "windows") -> list[str]:
+            window_ms: int = 3000, max_trials: int = 6, mode: str = "windows",
+            extra_args: tuple[str, ...] = ()) -> list[str]:
     """One point: gRPC, ``batch`` rows a request, ``concurrency`` requests in flight, random input data. ``mode``
     "windows": measured in windows of ``window_ms`` until three agree within 15 % or ``max_trials`` windows passed;
-    "request_count": one measurement of ``requests_for(concurrency)`` requests; "async": that with the async client."""
+    "request_count": one measurement of ``requests_for(concurrency)`` requests; "async": that with the async client.
+    ``extra_args``: more perf_analyzer flags (e.g. ``--shared-memory system``)."""
     cmd = [exe, "-m", model, "-u", url, "-i", "grpc", "-b", str(batch),
            "--concurrency-range", f"{concurrency}:{concurrency}"]
     if mode == "windows":
@@ -104,7 +106,7 @@ def command(exe: str, url: str, model: str, concurrency: int, csv_path: Path, ba
         cmd += ["--request-count", str(requests_for(concurrency))] + (["--async"] if mode == "async" else [])
     else:
         raise FusedopsError(f"perf_analyzer mode {mode!r} is not one of {', '.join(MODES)}")
-    return cmd + ["-f", str(csv_path)]
+    return cmd + list(extra_args) + ["-f", str(csv_path)]
 
 
 def requests_for(concurrency: int) -> int:
@@ -146,10 +148,10 @@ def _measure(cmd: list[str], csv_path: Path, limit_s: float, log_path: Path | No
 
 def run_points(url: str, model: str, concurrency: list[int], batch: int = 1, window_ms: int = 3000,
                max_trials: int = 6, log=None, log_dir: Path | None = None,
-               modes: tuple[str, ...] = MODES) -> list[dict]:
+               modes: tuple[str, ...] = MODES, extra_args: tuple[str, ...] = ()) -> list[dict]:
     """perf_analyzer at each concurrency against a loopback gRPC ``url``, each point in the first of ``modes`` that
     succeeds; a point that fails in all of them is recorded with their errors (the sweep goes on). ``log_dir``: each
-    run's command and output as perf_analyzer_c<C>_<mode>.log."""
+    run's command and output as perf_analyzer_c<C>_<mode>.log; ``extra_args`` go to every run."""
     check_url(url)
     exe = binary()
     if exe is None:
@@ -164,8 +166,8 @@ def run_points(url: str, model: str, concurrency: list[int], batch: int = 1, win
                 # windows: its own windows (1.2 x each) twice over; counted: a minute; both plus start-up
                 limit = 30 + (2.4 * max_trials * window_ms / 1e3 if mode == "windows" else 60)
                 log_path = log_dir / f"perf_analyzer_c{c}_{mode}.log" if log_dir is not None else None
-                point = _measure(command(exe, url, model, c, csv_path, batch, window_ms, max_trials, mode),
-                                 csv_path, limit, log_path)
+                cmd = command(exe, url, model, c, csv_path, batch, window_ms, max_trials, mode, extra_args)
+                point = _measure(cmd, csv_path, limit, log_path)
                 if "error" not in point:
                     break
                 errors.append(f"{mode}: {point['error']}")
