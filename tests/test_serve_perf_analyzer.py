@@ -135,6 +135,7 @@ def test_a_point_that_does_not_finish_is_measured_again_by_request_count(tmp_pat
     assert any("did not finish" in line and "Pass [1] throughput" in line for line in logged)
     counted = (logs / "perf_analyzer_c64_request_count.log").read_text()
     assert f"--request-count {perf_analyzer.requests_for(64)}" in counted
+    assert f"--warmup-request-count {perf_analyzer.requests_for(64) // 10}" in counted
     assert "Pass [1]" in (logs / "perf_analyzer_c64_windows.log").read_text()
 
 

@@ -113,7 +113,7 @@ def _serve_and_load(source: str, backend: str, model_key: str, size: str, workdi
                 "instances": int(found.group(1)) if found else 1, "ready_line": server.ready_line, "points": points}
         if with_perf_analyzer:  # the same server, timed again by Triton's C++ client (it checks no values)
             side["perf_analyzer_points"] = perf_analyzer.run_points(server.grpc_url, server.model_name, concurrency,
-                                                                   log_dir=workdir.parent)
+                                                                   log_dir=workdir.parent / "perf_analyzer")
         return side
     finally:
         rc = server.stop()

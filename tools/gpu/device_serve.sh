@@ -124,4 +124,13 @@ rc=$?; [[ $rc -ne 0 ]] && status=1
 echo "GPU serve tests rc=$rc in $((SECONDS - t0)) s: $(tail -1 "$out/tests_serve_gpu.log")"
 grep -E "^(FAILED|ERROR|SKIPPED)" "$out/tests_serve_gpu.log" | head -20
 fi
+# The device tool brings back 8 files of $OUT (2026-11-27 08:57: serve_sweep.json and sweep.log were left out behind
+# the build and perf_analyzer logs): everything but the results goes into one archive.
+(cd "$out" && extra=() &&
+ for f in *.log fused eager fused_* torch_cuda perf_analyzer; do
+   [[ -e $f ]] || continue
+   case $f in sweep.log | serve_profile.log | tests_serve_gpu.log) ;; *) extra+=("$f") ;; esac
+ done
+ if [[ ${#extra[@]} -gt 0 ]]; then tar czf logs.tgz --exclude='*.onnx' "${extra[@]}" && rm -rf "${extra[@]}"; fi)
+rm -f "$out"/*.onnx
 exit $status
