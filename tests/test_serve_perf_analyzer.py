@@ -5,8 +5,11 @@ writes the CSV the way perf_analyzer's ``-f`` does (header of perf_analyzer's do
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +161,27 @@ def _with_timeout(run, seconds: float):
         kwargs["timeout"] = min(kwargs.get("timeout") or seconds, seconds)
         return run(*args, **kwargs)
     return wrapped
+
+
+def test_client_probe_tool_times_a_real_server_with_the_stand_in(tmp_path, monkeypatch):
+    """tools/serve_client_probe.py end to end on the CPU (ORT CPU + library behind the real server), perf_analyzer
+    played by the stand-in: the device run cannot fail on a bug CI could have found."""
+    pytest.importorskip("pytriton", reason="PyTriton (the serve extra) is not installed: pip install -e '.[serve]'")
+    from fusedops import ort as fo_ort  # lazy: only this test needs the native library
+
+    if fo_ort.unavailable_reason() is not None:
+        pytest.skip(f"{fo_ort.unavailable_reason()}")
+    _stand_in(tmp_path, monkeypatch, f'HEADER="{HEADER}"\n' + WRITES_CSV.replace("[[ $c == 8 ]]", "[[ $c == 9 ]]"))
+    out = tmp_path / "probe"
+    tool = Path(__file__).resolve().parents[1] / "tools" / "serve_client_probe.py"
+    proc = subprocess.run([sys.executable, str(tool), "--out", str(out), "--backend", "ort-cpu", "--configs", "sync",
+                           "async", "--concurrency", "1", "8"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((out / "probe.json").read_text())
+    assert "on ort-cpu (cpu)" in report["ready_line"] and report["server_exit"] == 0
+    for name, mode in (("sync", "request_count"), ("async", "async")):
+        points = report["configs"][name]["points"]
+        assert [(p["concurrency"], p["mode"]) for p in points] == [(1, mode), (8, mode)]
+        assert report["configs"][name]["throughput_c8_over_c1"] == 8.0
+        assert (out / name / f"perf_analyzer_c8_{mode}.log").is_file()
+    assert "--async" in (out / "async" / "perf_analyzer_c1_async.log").read_text()
