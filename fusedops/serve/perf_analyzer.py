@@ -131,7 +131,7 @@ def _last_line(text: str) -> str:
 def _measure(cmd: list[str], csv_path: Path, limit_s: float, log_path: Path | None) -> dict:
     """One perf_analyzer run: its CSV's point, or {"error": ...} naming the exit status or the time limit and the
     last line it printed; its whole output goes to ``log_path`` when given."""
-    output, point = "", None
+    output = ""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit_s)
         output = proc.stdout + proc.stderr

@@ -58,7 +58,6 @@ class ServeOptions:
     instances: int | None = None
 
 
-
 SERVERS = ("auto", "tritonserver", "native", "pytriton")
 
 
