@@ -112,6 +112,10 @@ __global__ void __launch_bounds__(kThreads, 2) convt_kernel(const __grid_constan
       for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
 
   const int chunks = int(ceil_div(p.cin_g, kKC));
+  // Every thread's zeros are in before any thread's copies land: compute-sanitizer's racecheck found the first
+  // stage's cp.async writes racing the zero fill of the same slots (H200, 2026-11-27), which could leave a zero
+  // where X's value had landed.
+  __syncthreads();
   stage_load<T>(p, smem, smem + kKC * p.plane, xtab, n, cg, 0, ih_lo, iw_lo, co_local0);
   cp_async_commit();
   for (int q = 0; q < chunks; ++q) {
@@ -435,7 +439,7 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
                   : gn.x_dtype == FUSEDOPS_F32    ? "tf32"
                   : gn.x_dtype == FUSEDOPS_BF16   ? "bf16"
                                                   : "f16",
-                  kSm90Pixels, p->s9.stages, p->s9.ring, p->smem, p->s9.blocks);
+                  convt_sm90_tile_pixels(p->s9.three != 0), p->s9.stages, p->s9.ring, p->smem, p->s9.blocks);
   else
     std::snprintf(text, sizeof text,
                   "convt_pack_w + convt_igemm(%s,%dx%dx%d,kc=%d,smem=%zu%s) + gn_stats_finish + gn_normalize_inplace",
