@@ -44,9 +44,11 @@ if has tests; then
   grep -cE "PASSED" "$out/tests.log"
 fi
 if has sanitize; then
+  cases="(against_float64 and (model4_small or one_d or cout128 or pads_wider or persistent_many or persistent_ring))"
+  cases+=" or ring_producer or (3xtf32_on_wgmma and (model4_small or persistent_many))"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 $py -m pytest -q -p no:cacheprovider \
-      tests/gpu/test_convt_wgmma_gpu.py -k "(against_float64 and (model4_small or one_d or cout128 or pads_wider or persistent_many or persistent_ring)) or ring_producer" \
+      tests/gpu/test_convt_wgmma_gpu.py -k "$cases" \
       >"$out/sanitize_$tool.log" 2>&1
     echo "compute-sanitizer $tool rc=$?: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$out/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
   done

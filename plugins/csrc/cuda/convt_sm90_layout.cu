@@ -43,7 +43,8 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   const core::ConvGeometry g = core::conv_geometry(cv);
   const int64_t wpad = g.wout + (g.kw - 1) * g.dw;
   const int64_t halo = (g.kh - 1) * g.dh * wpad + (g.kw - 1) * g.dw;
-  const int64_t span = int64_t(up(size_t(kSm90Pixels + halo), 8));
+  const int64_t pixels = convt_sm90_tile_pixels(l->three);
+  const int64_t span = int64_t(up(size_t(pixels + halo), 8));
   const int64_t flat = g.hout * wpad;
   // 32-bit index arithmetic in the kernel; the descriptors' 14-bit strides bound a stage's slots.
   if (flat + span >= INT32_MAX || 8 * g.hin * g.win >= INT32_MAX || span >= 16384 || gn.N > 65535 ||
@@ -60,7 +61,7 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   if (f32 && !l->three && g.win % 4 == 0 && wpad % 4 == 0 && offx >= 0 && offx + g.win <= wpad &&
       gn.C == kSm90Cout && 2 * rows_max * (g.win / 4) <= kSm90RingItems)
     l->ring_chunk = convt_sm90_raw_chunk_bytes(int32_t(span));
-  l->tiles = int32_t(cdiv(flat, kSm90Pixels));
+  l->tiles = int32_t(cdiv(flat, pixels));
   l->tiles_c = int32_t(gn.C / kSm90Cout);
   if (int64_t(l->tiles) * l->tiles_c * gn.N >= INT32_MAX)  // the persistent blocks count tiles in 32 bits
     return refuse(l, "sizes beyond the kernel's 32-bit indices or stage");

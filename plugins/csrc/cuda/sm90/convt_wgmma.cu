@@ -81,6 +81,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   uint64_t* wempty = wfull + kWRing;
   unsigned char* stages = smem + kStagesOffset;
   constexpr uint32_t kParts = kThree ? 2 : 1;  // 3xTF32: [X hi][X lo][W hi][W lo] a stage
+  // Pixels of a tile, of a consumer warpgroup's part, and its accumulators a thread (convt_wgmma.h: 3xTF32 halves
+  // the tile for its fresh accumulators).
+  constexpr int kPix = kThree ? kSm90Pixels3x : kSm90Pixels, kWgPix = kPix / 2, kAcc = kWgPix / 2;
   const int taps = p.kh * p.kw;
   const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps);
   const uint32_t stage_bytes = kRing ? x_bytes : kParts * (x_bytes + w_bytes);
@@ -117,7 +120,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
         for (int g = 0; g < kWAhead && g < g_end; ++g) issue_w(p, wring, wfull, wempty, g);
     int g0 = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x, g0 += p.chunks) {
-      const int ct = t % p.tiles_c, m0 = t / p.tiles_c % p.tiles * kSm90Pixels, n = t / per_n;
+      const int ct = t % p.tiles_c, m0 = t / p.tiles_c % p.tiles * kPix, n = t / per_n;
       if constexpr (kRing) {
         produce_ring(p, stages, wring, reinterpret_cast<float*>(wring + size_t(kWRing) * w_bytes), full, empty,
                      wfull, wempty, m0, n, g0, g_end);
@@ -134,11 +137,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
     return;
   }
 
-  // ---- consumer warpgroups: wg 0 computes pixels [m0, m0 + 256) of a tile, wg 1 [m0 + 256, m0 + 512) ----
+  // ---- consumer warpgroups: wg 0 computes pixels [m0, m0 + kWgPix) of a tile, wg 1 the next kWgPix ----
   setmaxnreg_inc<kSm90ConsumerRegs>();
   const int wg = (warp - kSm90Producers / 32) >> 2, wl = warp & 3;
   const uint32_t sbase = smem_u32(stages);
-  float acc[128];  // a tile's first MMA overwrites it (scale_d = 0): no zeroing between tiles
+  float acc[kAcc];  // a tile's first MMA (TF32, 16-bit) or kernel row (3xTF32) overwrites it: no zeroing
   // Per tap, the descriptors step by constants (no integer division in the MMA issue loop: ncu put the per-tap
   // `k / kw` and descriptor arithmetic at a fifth of the consumers' stall samples). A descriptor's address field is
   // its low 14 bits (bytes / 16, shared memory < 256 KB), so adding to the 64-bit word moves the address only.
@@ -160,49 +163,68 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
         sw = smem_u32(wring) + uint32_t(wst) * w_bytes;
       }
       const uint64_t da0 = gmma_desc(sw, kSm90Cout * 16u, 128u);
-      const uint64_t db0 = gmma_desc(sx + uint32_t(wg * 256) * 16u, uint32_t(p.span) * 16u, 128u);
-      fence_operand(acc);
-      wgmma_fence();
-      int shift = shift0, kw = 0;
-      for (int k = 0; k < taps; ++k) {
-        const uint64_t da = da0 + uint64_t(k) * w_tap, db = db0 + uint64_t(shift);
-        const uint32_t accumulate = (q | k) != 0;
-        // Each tap is two n128 MMAs (wgmma_ptx.cuh: no n256 at 512 threads), pixels [0, 128) and [128, 256)
-        // of the warpgroup's 256, 128 slots apart in the stage.
-        if constexpr (kThree) {  // the small products first: W lo · X hi, W hi · X lo, then W hi · X hi
-          wgmma_m64n128k8_tf32<0>(acc, da + w_lo, db, accumulate);
-          wgmma_m64n128k8_tf32<1>(acc, da + w_lo, db + kHalf, accumulate);
-          wgmma_m64n128k8_tf32<0>(acc, da, db + x_lo, 1);
-          wgmma_m64n128k8_tf32<1>(acc, da, db + x_lo + kHalf, 1);
-          wgmma_m64n128k8_tf32<0>(acc, da, db, 1);
-          wgmma_m64n128k8_tf32<1>(acc, da, db + kHalf, 1);
-        } else if constexpr (std::is_same_v<T, float>) {
-          wgmma_m64n128k8_tf32<0>(acc, da, db, accumulate);
-          wgmma_m64n128k8_tf32<1>(acc, da, db + kHalf, accumulate);
-        } else {
-          wgmma_m64n128k16<0, T>(acc, da, db, accumulate);
-          wgmma_m64n128k16<1, T>(acc, da, db + kHalf, accumulate);
+      const uint64_t db0 = gmma_desc(sx + uint32_t(wg * kWgPix) * 16u, uint32_t(p.span) * 16u, 128u);
+      if constexpr (kThree) {
+        // A kernel row's products (the small ones first: W lo · X hi, W hi · X lo, then W hi · X hi) into fresh
+        // accumulators, added into the running sums with IEEE adds (convt_wgmma.h). The other warpgroup's MMAs
+        // keep the tensor cores busy while this one waits and adds. The stage is free after the chunk's last row.
+        int row_shift = shift0;
+        for (int k0 = 0; k0 < taps; k0 += p.kw, row_shift -= p.dh * p.wpad) {
+          float fresh[kAcc];  // declared here: nothing of the last row's values stays live (the epilogue's registers)
+          fence_operand(fresh);
+          wgmma_fence();
+          for (int kw = 0; kw < p.kw; ++kw) {
+            const uint64_t da = da0 + uint64_t(k0 + kw) * w_tap, db = db0 + uint64_t(row_shift - kw * p.dw);
+            wgmma_m64n128k8_tf32<0>(fresh, da + w_lo, db, kw != 0);
+            wgmma_m64n128k8_tf32<0>(fresh, da, db + x_lo, 1);
+            wgmma_m64n128k8_tf32<0>(fresh, da, db, 1);
+          }
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_operand(fresh);
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) acc[i] = (q | k0) == 0 ? fresh[i] : acc[i] + fresh[i];
         }
-        if (++kw == p.kw) kw = 0, shift += row_step;
-        else shift -= p.dw;
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // chunk g - 1's MMAs are done: its stage may be refilled
-      if (q > 0) {
-        mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));
-        if constexpr (kRing) mbar_arrive(wempty + (wst == 0 ? kWRing - 1 : wst - 1));
+        mbar_arrive(empty + st);
+      } else {
+        fence_operand(acc);
+        wgmma_fence();
+        int shift = shift0, kw = 0;
+        for (int k = 0; k < taps; ++k) {
+          const uint64_t da = da0 + uint64_t(k) * w_tap, db = db0 + uint64_t(shift);
+          const uint32_t accumulate = (q | k) != 0;
+          // Each tap is two n128 MMAs (wgmma_ptx.cuh: no n256 at 512 threads), pixels [0, 128) and [128, 256)
+          // of the warpgroup's 256, 128 slots apart in the stage.
+          if constexpr (std::is_same_v<T, float>) {
+            wgmma_m64n128k8_tf32<0>(acc, da, db, accumulate);
+            wgmma_m64n128k8_tf32<1>(acc, da, db + kHalf, accumulate);
+          } else {
+            wgmma_m64n128k16<0, T>(acc, da, db, accumulate);
+            wgmma_m64n128k16<1, T>(acc, da, db + kHalf, accumulate);
+          }
+          if (++kw == p.kw) kw = 0, shift += row_step;
+          else shift -= p.dw;
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // chunk g - 1's MMAs are done: its stage may be refilled
+        if (q > 0) {
+          mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));
+          if constexpr (kRing) mbar_arrive(wempty + (wst == 0 ? kWRing - 1 : wst - 1));
+        }
       }
       if (++st == p.stages) st = 0, phase ^= 1u;
       if constexpr (kRing)
         if (++wst == kWRing) wst = 0, wphase ^= 1u;
     }
-    wgmma_wait<0>();
-    fence_operand(acc);
-    mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));  // the producer may fill the next tile meanwhile
-    if constexpr (kRing) mbar_arrive(wempty + (wst == 0 ? kWRing - 1 : wst - 1));
+    if constexpr (!kThree) {
+      wgmma_wait<0>();
+      fence_operand(acc);
+      mbar_arrive(empty + (st == 0 ? p.stages - 1 : st - 1));  // the producer may fill the next tile meanwhile
+      if constexpr (kRing) mbar_arrive(wempty + (wst == 0 ? kWRing - 1 : wst - 1));
+    }
     // The tile's coordinates only now: live across the mainloop they would push the accumulators into local memory.
     const int ct = t % p.tiles_c, tile = t / p.tiles_c % p.tiles, n = t / per_n;
-    const int m0 = tile * kSm90Pixels;  // flat padded index of the tile's first pixel (plan: fits int32)
+    const int m0 = tile * kPix;  // flat padded index of the tile's first pixel (plan: fits int32)
     if constexpr (kPre >= 0) {
       epilogue_registers<T, kPre>(p, acc, reinterpret_cast<float*>(smem + kExchangeOffset), wg, wl, lane, m0, n, ct,
                                   tile);

@@ -15,6 +15,12 @@ namespace cuda {
 // Tile of one block: 64 output channels x kSm90Pixels consecutive pixels of the padded output grid (two consumer
 // warpgroups of 256), K in chunks of 8 (float32) or 16 (16-bit) input channels x every tap.
 constexpr int kSm90Pixels = 512;
+// Strict float32 (3xTF32) takes tiles of 256 pixels (128 a consumer warpgroup): each thread then holds, beside the
+// tile's running sums (64 registers), fresh accumulators (64) for one kernel row's products, added into the sums
+// with IEEE adds. Accumulating every product in place (216 MMAs an output at model 4) left 2-10 x eager FP32's error:
+// the tensor cores' accumulation rounds toward zero (tools/split_3xtf32_check.py emulates both).
+constexpr int kSm90Pixels3x = 256;
+inline __host__ __device__ int convt_sm90_tile_pixels(bool three) { return three ? kSm90Pixels3x : kSm90Pixels; }
 constexpr int kSm90Cout = 64;
 constexpr int kSm90Chunk = 8;  // float32; 16-bit X: 2 * kSm90Chunk (one k16 MMA a tap)
 // Two producer warpgroups, two consumer warpgroups. One producer warp an SM sub-partition issued on ~13 % of its
@@ -46,7 +52,7 @@ struct ConvtSm90Params {
   int32_t wpad, offy, offx;  // padded grid width; input row / column = padded row / column - offy / offx
   int32_t span;              // staged slots a stage holds (multiple of 8)
   int32_t chunks, stages;    // input-channel chunks (cin / 8 float32, cin / 16 16-bit); pipeline depth
-  int32_t tiles;             // pixel tiles of kSm90Pixels a sample
+  int32_t tiles;             // pixel tiles of convt_sm90_tile_pixels(three) a sample
   int32_t G, Cg, tiles_c;
   int32_t x_dtype;           // FUSEDOPS_F32 (TF32 products), FUSEDOPS_BF16 or FUSEDOPS_F16
   int32_t x_vec;             // X rows start 16-byte aligned (win a multiple of 16 bytes, X aligned): 16-byte loads

@@ -23,12 +23,13 @@ __device__ __forceinline__ void store_pair(__half* y, float a, float b) {
 
 // The epilogue on the accumulators, for `pre` = nothing (kPre 0) or GELU alone (kPre 1, gelu_fast as the GroupNormAct
 // kernels run it): bias + pre in registers, Y stored straight from the fragments (a lane quad writes 8 consecutive
-// pixels of a channel row), then exact two-pass statistics of each GroupNorm group over the warpgroup's 256 pixels:
+// pixels of a channel row), then exact two-pass statistics of each GroupNorm group over the warpgroup's pixels:
 // the sum of every 8-row block by warp shuffles, the blocks of a group combined through shared memory (groups of 32
 // or 64+ channels span warps), then the squared deviations from the group mean the same way. No shared memory of the
-// tile's size: the stages stay untouched.
-template <typename T, int kPre>
-__device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, float (&acc)[128], float* xch, int wg,
+// tile's size: the stages stay untouched. N accumulators a thread: the warpgroup's 2 N pixels (256, or 128 at
+// 3xTF32).
+template <typename T, int kPre, int N>
+__device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, float (&acc)[N], float* xch, int wg,
                                                    int wl, int lane, int m0, int n, int ct, int tile) {
   named_sync(2 + wg, 128);  // a persistent block's previous tile read `xch` last: its warps are past that
   const int co0 = ct * kSm90Cout, rbase = wl * 16 + (lane >> 2);
@@ -37,12 +38,12 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
   const int64_t HW = int64_t(p.hout) * p.wout;
   T* y0 = static_cast<T*>(p.y) + (int64_t(n) * p.cout + co0 + rbase) * HW;
   T* y1 = y0 + 8 * HW;
-  const int pix = m0 + wg * 256 + 2 * (lane & 3);  // this lane's first pixel column (j = 0, e = 0)
+  const int pix = m0 + wg * 2 * N + 2 * (lane & 3);  // this lane's first pixel column (j = 0, e = 0)
   int oy = pix / p.wpad, ox = pix - oy * p.wpad;
   uint64_t valid = 0;  // bit 2 j + e: pixel pix + 8 j + e is an output
   float s0 = 0.f, s1 = 0.f;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
+  for (int j = 0; j < N / 4; ++j) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       float& v0 = acc[4 * j + e];
@@ -64,7 +65,7 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
     ox += 8;
     while (ox >= p.wpad) ox -= p.wpad, ++oy;
   }
-  // Valid pixels of the warpgroup's 256: every lane quad position counts its own columns once (lanes 0-3).
+  // Valid pixels of the warpgroup's: every lane quad position counts its own columns once (lanes 0-3).
   float cnt = float(__popcll(valid));
   cnt += __shfl_xor_sync(0xffffffffu, cnt, 1);
   cnt += __shfl_xor_sync(0xffffffffu, cnt, 2);
@@ -85,7 +86,7 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
   }
   float m0s = 0.f, m1s = 0.f;
 #pragma unroll
-  for (int j = 0; j < 32; ++j)
+  for (int j = 0; j < N / 4; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e)
       if (valid >> (2 * j + e) & 1) {
@@ -107,18 +108,19 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
 }
 
 
-// The epilogue for any other `pre` chain: the accumulators through a shared-memory tile [64 channels][256 pixels] a
+// The epilogue for any other `pre` chain: the accumulators through a shared-memory tile [64 channels][2 N pixels] a
 // warpgroup (over the stages, free once both warpgroups' MMAs are done), one channel row per warp at a time: bias +
 // the chain interpreter, Y stored coalesced, then exact two-pass statistics per group.
-template <typename T>
-__device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float (&acc)[128], unsigned char* stages,
+template <typename T, int N>
+__device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float (&acc)[N], unsigned char* stages,
                                                 int wg, int wl, int lane, int m0, int n, int ct, int tile) {
+  constexpr int kLanePix = 2 * N / 32;  // pixels a lane in pass 1 and 2
   named_sync(1, 256);  // both consumer warpgroups are done with the stages: the epilogue tiles overwrite them
 
-  // Accumulators -> tile [64 channels][256 pixels] of this warpgroup.
+  // Accumulators -> tile [64 channels][2 N pixels] of this warpgroup.
   float* tilef = reinterpret_cast<float*>(stages) + size_t(wg) * kSm90Cout * kLdTile;
 #pragma unroll
-  for (int j = 0; j < 32; ++j)
+  for (int j = 0; j < N / 4; ++j)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = wl * 16 + (lane >> 2) + 8 * i, col = 8 * j + 2 * (lane & 3);
@@ -126,13 +128,13 @@ __device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float 
     }
   float* rowsum = reinterpret_cast<float*>(stages) + size_t(2) * kSm90Cout * kLdTile + wg * 2 * kSm90Cout;
   float* rowm2 = rowsum + kSm90Cout;
-  // This lane's pixels lane + 32 k of the warpgroup's 256: their offsets in a Y plane, and which are outputs (the
+  // This lane's pixels lane + 32 k of the warpgroup's 2 N: their offsets in a Y plane, and which are outputs (the
   // padded grid's columns past wout and rows past hout are not).
-  int yoff[8];
+  int yoff[kLanePix];
   uint32_t valid = 0;
-  const int pix0 = m0 + wg * 256;
+  const int pix0 = m0 + wg * 2 * N;
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 0; k < kLanePix; ++k) {
     const int m = pix0 + lane + 32 * k, oy = m / p.wpad, ox = m - oy * p.wpad;
     yoff[k] = oy * p.wout + ox;
     if (ox < p.wout && oy < p.hout) valid |= 1u << k;
@@ -146,14 +148,14 @@ __device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float 
   for (int r = wl; r < kSm90Cout; r += 4) {
     const int c = co0 + r;
     const float b = p.bias ? load_param(p.bias, p.param_dtype, c) : 0.f;
-    float v[8];
+    float v[kLanePix];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = tilef[r * kLdTile + lane + 32 * k] + b;
-    apply_chain_inline<8, false>(p.pre, v, c, p.ex, p.param_dtype);
+    for (int k = 0; k < kLanePix; ++k) v[k] = tilef[r * kLdTile + lane + 32 * k] + b;
+    apply_chain_inline<kLanePix, false>(p.pre, v, c, p.ex, p.param_dtype);
     T* yrow = static_cast<T*>(p.y) + (int64_t(n) * p.cout + c) * HW;
     float s = 0.f;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < kLanePix; ++k) {
       tilef[r * kLdTile + lane + 32 * k] = v[k];
       if (valid >> k & 1) {
         s += v[k];
@@ -174,7 +176,7 @@ __device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float 
     const float mean = s * inv_count;
     float m2 = 0.f;
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
+    for (int k = 0; k < kLanePix; ++k)
       if (valid >> k & 1) {
         const float d = tilef[r * kLdTile + lane + 32 * k] - mean;
         m2 += d * d;

@@ -88,9 +88,10 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t saddr, uint32_t lbo, uint
 // ptxas serialised the persistent kernel's MMAs (C7520); what cured that was the kernel-start loop
 // (convt_wgmma.cu), and the kernel compiles without C7520 and with the same spills either way (checked
 // 2026-11-27). Kept because every measured run had it.
-__device__ __forceinline__ void fence_operand(float (&d)[128]) {
+template <int N>
+__device__ __forceinline__ void fence_operand(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -119,14 +120,17 @@ __device__ __forceinline__ void wgmma_wait() {
                : FUSEDOPS_D16(64 * H), FUSEDOPS_D16(64 * H + 16), FUSEDOPS_D16(64 * H + 32),                     \
                  FUSEDOPS_D16(64 * H + 48)                                                                       \
                : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-template <int H>
-__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+// N: the accumulator array's size, 128 (two halves) or 64 (one: the 3xTF32 kernel's fresh and running sums).
+template <int H, int N>
+__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[N], uint64_t desc_a, uint64_t desc_b,
                                                      uint32_t scale_d = 1) {
+  static_assert(64 * (H + 1) <= N, "the half must lie in the accumulators");
   FUSEDOPS_WGMMA_N128("m64n128k8.f32.tf32.tf32", "");
 }
-template <int H, typename T>
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+template <int H, typename T, int N>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[N], uint64_t desc_a, uint64_t desc_b,
                                                  uint32_t scale_d = 1) {
+  static_assert(64 * (H + 1) <= N, "the half must lie in the accumulators");
   if constexpr (std::is_same_v<T, __nv_bfloat16>) FUSEDOPS_WGMMA_N128("m64n128k16.f32.bf16.bf16", ", 0, 0");
   else FUSEDOPS_WGMMA_N128("m64n128k16.f32.f16.f16", ", 0, 0");
 }
