@@ -34,12 +34,13 @@ class Model(nn.Module):
 class ModelNew(nn.Module):
     """One fused op where it is the faster path, else ConvTranspose2d (cuDNN) then GELU + GroupNorm in one fused op.
 
-    On sm_90 with TF32 convolutions (float32 X, ``torch.backends.cudnn.allow_tf32``) or bfloat16 / float16 X the
-    whole model is ``fusedops::convtranspose_group_norm_act``, whose plan runs the wgmma convolution with the bias,
-    GELU and the GroupNorm statistics in its epilogue, then normalises in place: faster than cuDNN + the fused
-    GELU/GroupNorm op at batch 1, 16 and 128 (H100, 2026-11-27, docs/convt.md). Elsewhere (other devices, strict FP32)
-    the one-op kernel is slower than cuDNN, so the convolution stays a library call and the fused op reads its output
-    once for the statistics and once to write the result: no GELU intermediate of the output's size either way.
+    On sm_90 the whole model is ``fusedops::convtranspose_group_norm_act`` wherever its plan runs the wgmma
+    convolution (bias, GELU and the GroupNorm statistics in its epilogue, then an in-place normalise): float32 X with
+    TF32 convolutions (``torch.backends.cudnn.allow_tf32``), strict float32 as 3xTF32 (as accurate as eager FP32
+    against float64), bfloat16 / float16 X. It is faster than cuDNN + the fused GELU/GroupNorm op at batch 1, 16 and
+    128 in each (H100 / H200, 2026-11-27, docs/convt.md). Elsewhere the one-op kernel is slower than cuDNN, so the
+    convolution stays a library call and the fused op reads its output once for the statistics and once to write
+    the result: no GELU intermediate of the output's size either way.
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, groups, num_groups):
@@ -51,12 +52,13 @@ class ModelNew(nn.Module):
         # Read from the modules' dicts: nn.Module.__getattr__ costs ~1 us a lookup, a third of this call's host time.
         conv = self._modules["conv_transpose"]
         gn = self._modules["group_norm"]
-        if _one_op_runs_wgmma(x, conv, gn):
+        tf32 = _tf32(x)
+        if _one_op_runs_wgmma(x, conv, gn, tf32):
             p = list(conv.padding)
             return torch_ops.convtranspose_group_norm_act(
                 x, conv._parameters["weight"], conv._parameters["bias"], gn._parameters["weight"],
                 gn._parameters["bias"], [], gn.num_groups, list(conv.stride), p + p, list(conv.output_padding),
-                list(conv.dilation), conv.groups, gn.eps, "gelu", "", "", 1)
+                list(conv.dilation), conv.groups, gn.eps, "gelu", "", "", int(tf32))
         x = conv(x)
         return torch_ops.group_norm_act(x, gn._parameters["weight"], gn._parameters["bias"], [], gn.num_groups,
                                         gn.eps, "gelu", "", "")
@@ -66,11 +68,16 @@ class ModelNew(nn.Module):
 _WGMMA_RUNS: dict = {}
 
 
-def _one_op_runs_wgmma(x, conv, gn) -> bool:
-    if not x.is_cuda or x.dim() != 4 or (x.dtype == torch.float32 and not torch.backends.cudnn.allow_tf32):
+def _tf32(x) -> bool:
+    """Whether the convolution may use TF32, as cuDNN's would (float32 X only; strict float32 runs 3xTF32)."""
+    return x.dtype != torch.float32 or torch.backends.cudnn.allow_tf32
+
+
+def _one_op_runs_wgmma(x, conv, gn, tf32: bool) -> bool:
+    if not x.is_cuda or x.dim() != 4:
         return False
     key = (x.device.index, x.dtype, gn.weight.dtype, tuple(x.shape), tuple(conv.weight.shape), conv.stride,
-           conv.padding, conv.output_padding, conv.dilation, conv.groups, gn.num_groups, conv.bias is not None)
+           conv.padding, conv.output_padding, conv.dilation, conv.groups, gn.num_groups, conv.bias is not None, tf32)
     runs = _WGMMA_RUNS.get(key)
     if runs is None:  # ask the planner once: it alone knows the kernel's rules and the device
         p = list(conv.padding)
@@ -78,7 +85,7 @@ def _one_op_runs_wgmma(x, conv, gn) -> bool:
         try:
             plan = convt_abi.make_plan(x, conv.weight, attrs, gn.weight.dtype, strides=list(conv.stride), pads=p + p,
                                        output_padding=list(conv.output_padding), dilations=list(conv.dilation),
-                                       group=conv.groups, allow_tf32=True)
+                                       group=conv.groups, allow_tf32=tf32)
             runs = "convt_wgmma" in plan.kernels
         except FusedopsError:  # a shape the one-op kernels refuse: today's path
             runs = False
