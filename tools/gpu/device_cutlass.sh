@@ -108,6 +108,9 @@ if has bench; then
   grep -E "Error|error" "$out/bench.log" | head -5
   echo "bench: $((SECONDS - t0)) s"
 fi
+if has accuracy; then  # 3xTF32 against eager FP32, 36 cases, with the verdict line
+  cutlass_table accuracy "model K"
+fi
 if has profile; then  # ncu with stall sampling on one call: the summary and the 30 SASS lines that stall most
   for path in groups; do
     t0=$SECONDS

@@ -109,37 +109,48 @@ struct ThreeTf32Mainloop : Base {
     uint32_t* b_lo_words = reinterpret_cast<uint32_t*>(shared_tensors.smem_B_lo.data());
 
     PipelineState smem_pipe_release = smem_pipe_read;
-    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-    warpgroup_fence_operand(accum);
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (int k_tile = 0; k_tile < k_tile_count; ++k_tile) {
-      auto barrier_token = pipeline.consumer_try_wait(smem_pipe_read);
-      pipeline.consumer_wait(smem_pipe_read, barrier_token);
-      const int stage = smem_pipe_read.index();
-
+    // Each k-tile's products go to fresh accumulators, added into `accum` with IEEE adds once they are done. The
+    // tensor cores' accumulation rounds toward zero: 3 K / 8 MMAs into one accumulator left this mode 4-17 x eager
+    // FP32's error, growing linearly in K (docs/kernels.md); the convolution's 3xTF32 fell below eager's with the
+    // same change (docs/convt.md). One fresh set (two spilled 312 bytes): the next stage is split while this
+    // k-tile's wgmmas run, and they are waited for before the add.
+    Tensor fresh = make_fragment_like(accum);
+    auto split_stage = [&](PipelineState state) {
+      auto barrier_token = pipeline.consumer_try_wait(state);
+      pipeline.consumer_wait(state, barrier_token);
+      const int stage = state.index();
       split(a_words + stage * kStageA, a_lo_words + stage * kStageA, kStageA, thread_idx);
       split(b_words + stage * kStageB, b_lo_words + stage * kStageB, kStageB, thread_idx);
       cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
       cutlass::arch::NamedBarrier::sync(kMathThreads, 0);  // every thread's share is split
-
-      warpgroup_fence_operand(accum);
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-        // Small products first, into the same float32 accumulators.
-        cute::gemm(tiled_mma, tCrA_lo(_, _, k_block, stage), tCrB(_, _, k_block, stage), accum);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, stage), tCrB_lo(_, _, k_block, stage), accum);
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, stage), tCrB(_, _, k_block, stage), accum);
-      }
-      warpgroup_commit_batch();
-      warpgroup_wait<1>();  // the previous k-tile's products are done: its stage can go back to the producer
-      warpgroup_fence_operand(accum);
-      if (k_tile > 0) {
+    };
+    warpgroup_fence_operand(accum);
+    if (k_tile_count > 0) split_stage(smem_pipe_read);
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (int k_tile = 0; k_tile < k_tile_count; ++k_tile) {
+      if (k_tile > 0) {  // the previous k-tile's wgmmas were waited for: its stage goes back to the producer
         pipeline.consumer_release(smem_pipe_release);
         ++smem_pipe_release;
       }
+      const int stage = smem_pipe_read.index();
+      warpgroup_fence_operand(fresh);
+      warpgroup_arrive();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;  // the k-tile's first products overwrite the fresh set
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        // Small products first.
+        cute::gemm(tiled_mma, tCrA_lo(_, _, k_block, stage), tCrB(_, _, k_block, stage), fresh);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, stage), tCrB_lo(_, _, k_block, stage), fresh);
+        cute::gemm(tiled_mma, tCrA(_, _, k_block, stage), tCrB(_, _, k_block, stage), fresh);
+      }
+      warpgroup_commit_batch();
       ++smem_pipe_read;
+      if (k_tile + 1 < k_tile_count) split_stage(smem_pipe_read);  // while this k-tile's wgmmas run
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(fresh);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accum); ++i) accum(i) = k_tile == 0 ? fresh(i) : accum(i) + fresh(i);
     }
     warpgroup_fence_operand(accum);
   }
