@@ -139,6 +139,18 @@ def test_strict_fp32_follows_the_3xtf32_switch_and_the_option():
     assert "CUTLASS bf16" in choice(desc(dtype=torch.bfloat16, allow_tf32=0), fp32_gemm=1)[1]
 
 
+def test_the_3xtf32_default_gives_way_to_forced_kernels_and_few_rows():
+    """With the switch on (3xTF32 for strict float32 by default), a forced cuBLASLt or skinny kernel runs strict FP32
+    instead of failing, automatic plans of few rows keep the skinny kernel, and too few tiles keep cuBLASLt; only an
+    explicit fp32_gemm = 2 insists on 3xTF32. The GPU test's shape (2048 x 512 -> 2048) takes the CUTLASS kernel."""
+    kernel, why = choice(desc(M=2048, K=512, C=2048, groups=64, allow_tf32=0))
+    assert (kernel == abi.GEMM_CUTLASS and "CUTLASS 3xtf32" in why) or "3xTF32 is off" in why, why
+    assert choice(desc(allow_tf32=0), gemm_kernel=abi.GEMM_CUBLASLT)[0] == abi.GEMM_CUBLASLT
+    assert choice(desc(M=4, allow_tf32=0), gemm_kernel=abi.GEMM_SKINNY)[0] == abi.GEMM_SKINNY
+    assert choice(desc(M=4, allow_tf32=0))[0] == abi.GEMM_SKINNY
+    assert choice(desc(M=256, K=512, C=1024, groups=64, allow_tf32=0))[0] == abi.GEMM_CUBLASLT  # 16 tiles
+
+
 def test_forcing_3xtf32_where_it_cannot_run_names_the_reason():
     with pytest.raises(FusedopsError, match=r"\(3xTF32\) is forced: .*sm_89"):
         choice(desc(allow_tf32=0), abi.GemmDevice(8, 9, 128, 1), fp32_gemm=2)

@@ -11,9 +11,10 @@ namespace gemm_choice {
 namespace {
 
 // THE switch for float32 with allow_tf32 = 0 (PyTorch's matmul precision "highest"): false keeps cuBLASLt's strict
-// FP32 GEMM, true runs the CUTLASS 3xTF32 kernel. False, measured (H200, 2026-11-23, docs/kernels.md): 3xTF32 is
-// 4-17x eager FP32's error against float64. Flip it only when tools/cutlass_bench.py accuracy shows otherwise.
-constexpr bool kFloat32Uses3xTf32 = false;
+// FP32 GEMM, true runs the CUTLASS 3xTF32 kernel. True since 2026-11-27 (H200, tools/cutlass_bench.py accuracy,
+// docs/kernels.md): with fresh accumulators per k-tile, 3xTF32's error against float64 is 0.17-0.46 x eager FP32's
+// on every well-conditioned case (was 4-17 x), and it runs in 1.62-1.66 ms where cuBLASLt's strict GEMM takes 2.7.
+constexpr bool kFloat32Uses3xTf32 = true;
 
 // The skinny kernel in automatic plans, up to the rows where it measured faster than cuBLASLt (H200, 2026-11-23,
 // tools/skinny_bench.py, W 8192 x 8192; docs/kernels.md): float32 0.59-0.86x up to 8 rows (TF32 and strict), 1.9x
@@ -171,7 +172,9 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
     *out = c;
     return FUSEDOPS_OK;
   }
-  const std::string skinny = skinny_blocker(d, three);
+  // Only an explicit fp32_gemm = 2 keeps strict float32 off the skinny kernel: the switch's default gives way to
+  // it (and to a forced cuBLASLt), which run strict FP32 where the CUTLASS kernel does not.
+  const std::string skinny = skinny_blocker(d, strict_fp32 && o.fp32_gemm == 2);
   if (o.gemm_kernel == FUSEDOPS_GEMM_SKINNY) {
     if (!skinny.empty())
       return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "GemmGroupNormAct: the skinny kernel is forced: %s",
