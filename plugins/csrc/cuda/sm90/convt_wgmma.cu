@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   constexpr uint32_t kParts = kThree ? 2 : 1;  // 3xTF32: [X hi][X lo][W hi][W lo] a stage
   // Pixels of a tile, of a consumer warpgroup's part, and its accumulators a thread (convt_wgmma.h: 3xTF32 halves
   // the tile for its fresh accumulators).
-  constexpr int kPix = kThree ? kSm90Pixels3x : kSm90Pixels, kWgPix = kPix / 2, kAcc = kWgPix / 2;
+  constexpr int kPix = convt_sm90_tile_pixels(kThree), kWgPix = kPix / 2, kAcc = kWgPix / 2;
   const int taps = p.kh * p.kw;
   const uint32_t x_bytes = stage_x_bytes(p.span), w_bytes = stage_w_bytes(taps);
   const uint32_t stage_bytes = kRing ? x_bytes : kParts * (x_bytes + w_bytes);

@@ -20,7 +20,7 @@ constexpr int kSm90Pixels = 512;
 // with IEEE adds. Accumulating every product in place (216 MMAs an output at model 4) left 2-10 x eager FP32's error:
 // the tensor cores' accumulation rounds toward zero (tools/split_3xtf32_check.py emulates both).
 constexpr int kSm90Pixels3x = 256;
-inline __host__ __device__ int convt_sm90_tile_pixels(bool three) { return three ? kSm90Pixels3x : kSm90Pixels; }
+constexpr __host__ __device__ int convt_sm90_tile_pixels(bool three) { return three ? kSm90Pixels3x : kSm90Pixels; }
 constexpr int kSm90Cout = 64;
 constexpr int kSm90Chunk = 8;  // float32; 16-bit X: 2 * kSm90Chunk (one k16 MMA a tap)
 // Two producer warpgroups, two consumer warpgroups. One producer warp an SM sub-partition issued on ~13 % of its

@@ -65,7 +65,7 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
     ox += 8;
     while (ox >= p.wpad) ox -= p.wpad, ++oy;
   }
-  // Valid pixels of the warpgroup's: every lane quad position counts its own columns once (lanes 0-3).
+  // The warpgroup's valid pixels: every lane quad position counts its own columns once (lanes 0-3).
   float cnt = float(__popcll(valid));
   cnt += __shfl_xor_sync(0xffffffffu, cnt, 1);
   cnt += __shfl_xor_sync(0xffffffffu, cnt, 2);
