@@ -152,7 +152,8 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
                        o.cutlass_config);
 
   const bool strict_fp32 = gn.x_dtype == FUSEDOPS_F32 && !d.d.allow_tf32;
-  const bool three = strict_fp32 && (o.fp32_gemm == 2 || (o.fp32_gemm == 0 && kFloat32Uses3xTf32));
+  const bool three_asked = strict_fp32 && o.fp32_gemm == 2;  // an explicit request: no other kernel will do
+  const bool three = three_asked || (strict_fp32 && o.fp32_gemm == 0 && kFloat32Uses3xTf32);
   Choice c;
   c.mode = gn.x_dtype == FUSEDOPS_BF16 ? Mode::BF16
            : gn.x_dtype == FUSEDOPS_F16 ? Mode::FP16
@@ -163,7 +164,7 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
   const TileConfig* cfg = configs(c.mode, &count);
 
   if (o.gemm_kernel == FUSEDOPS_GEMM_CUBLASLT) {
-    if (strict_fp32 && o.fp32_gemm == 2)
+    if (three_asked)
       return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
                          "GemmGroupNormAct: 3xTF32 (fp32_gemm = 2) runs only in the CUTLASS kernel, and gemm_kernel "
                          "forces cuBLASLt");
@@ -174,7 +175,7 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
   }
   // Only an explicit fp32_gemm = 2 keeps strict float32 off the skinny kernel: the switch's default gives way to
   // it (and to a forced cuBLASLt), which run strict FP32 where the CUTLASS kernel does not.
-  const std::string skinny = skinny_blocker(d, strict_fp32 && o.fp32_gemm == 2);
+  const std::string skinny = skinny_blocker(d, three_asked);
   if (o.gemm_kernel == FUSEDOPS_GEMM_SKINNY) {
     if (!skinny.empty())
       return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "GemmGroupNormAct: the skinny kernel is forced: %s",
@@ -185,7 +186,7 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
     return FUSEDOPS_OK;
   }
   const std::string blocker = cutlass_blocker(d, dev, strict_fp32, three, cfg, count, c.config);
-  if (o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || (strict_fp32 && o.fp32_gemm == 2)) {
+  if (o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || three_asked) {
     if (!blocker.empty())
       return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "GemmGroupNormAct: the CUTLASS kernel %s: %s",
                          o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS ? "is forced" : "(3xTF32) is forced",
