@@ -12,9 +12,10 @@ namespace cuda {
 namespace cutlass_gemm {
 
 namespace {
-// THE switch for production plans. False, measured (H200, 2026-11-23, docs/kernels.md): the CUTLASS kernel is correct
-// but 1.1-1.3x (TF32) and 1.5-1.75x (BF16 / FP16) the time of cuBLASLt + the GroupNorm epilogue. The rule's choice of
-// CUTLASS is applied only when the plan options force it (gemm_kernel = 2, or fp32_gemm = 2 for 3xTF32).
+// THE switch for production plans at TF32 / 16-bit. False, measured (H200, 2026-11-23 and -26, docs/kernels.md): the
+// CUTLASS kernel is correct but 1.04-1.3x (TF32) and 1.1-1.75x (BF16 / FP16) the time of cuBLASLt + the GroupNorm
+// epilogue, so there the rule's choice of CUTLASS is applied only when the plan options force it (gemm_kernel = 2).
+// Strict float32's 3xTF32 has its own switch in the rule (gemm_choice.cpp, kFloat32Uses3xTf32), applied as chosen.
 constexpr bool kCutlassAutomatic = false;
 }  // namespace
 
@@ -35,7 +36,7 @@ int plan_if_chosen(const fusedops_op_desc& d, const fusedops_plan_options& o, in
   *chosen = choice.kernel;
   if (choice.kernel != FUSEDOPS_GEMM_CUTLASS) return FUSEDOPS_OK;
   const bool forced = o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || o.fp32_gemm == 2;
-  if (!kCutlassAutomatic && !forced) {
+  if (!kCutlassAutomatic && !forced && choice.mode != gemm_choice::Mode::THREE_TF32) {
     *chosen = FUSEDOPS_GEMM_CUBLASLT;
     return FUSEDOPS_OK;
   }
