@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from fusedops import catalog
 from fusedops.errors import FusedopsError
-from fusedops.plugins import convt_abi, torch_ops
+from fusedops.plugins import abi, convt_abi, torch_ops
 
 batch_size = 128
 in_channels = 64
@@ -76,17 +76,25 @@ def _tf32(x) -> bool:
 def _one_op_runs_wgmma(x, conv, gn, tf32: bool) -> bool:
     if not x.is_cuda or x.dim() != 4:
         return False
-    key = (x.device.index, x.dtype, gn.weight.dtype, tuple(x.shape), tuple(conv.weight.shape), conv.stride,
-           conv.padding, conv.output_padding, conv.dilation, conv.groups, gn.num_groups, conv.bias is not None, tf32)
+    return _planner_runs_wgmma((x.device.index, x.dtype, gn.weight.dtype, tuple(x.shape), tuple(conv.weight.shape),
+                                tuple(conv.stride), tuple(conv.padding), tuple(conv.output_padding),
+                                tuple(conv.dilation), conv.groups, gn.num_groups, gn.eps, tf32))
+
+
+# torch.compile and torch.export call this once while tracing and keep its answer, a property of the key's shapes,
+# dtypes and device (traced, the planner's ctypes call would break a fullgraph compile).
+@torch.compiler.assume_constant_result
+def _planner_runs_wgmma(key: tuple) -> bool:
     runs = _WGMMA_RUNS.get(key)
     if runs is None:  # ask the planner once: it alone knows the kernel's rules and the device
-        p = list(conv.padding)
-        attrs = catalog.parse_attrs("GroupNormAct", {"num_groups": gn.num_groups, "epsilon": gn.eps, "pre": "gelu"})
+        device, x_dtype, param_dtype, x_shape, w_shape, strides, pads, output_padding, dilations, group, groups, eps, \
+            tf32 = key
+        attrs = catalog.parse_attrs("GroupNormAct", {"num_groups": groups, "epsilon": eps, "pre": "gelu"})
         try:
-            plan = convt_abi.make_plan(x, conv.weight, attrs, gn.weight.dtype, strides=list(conv.stride), pads=p + p,
-                                       output_padding=list(conv.output_padding), dilations=list(conv.dilation),
-                                       group=conv.groups, allow_tf32=tf32)
-            runs = "convt_wgmma" in plan.kernels
+            d = convt_abi.convtranspose_desc(x_shape, w_shape, attrs, strides=list(strides), pads=list(pads) * 2,
+                                             output_padding=list(output_padding), dilations=list(dilations),
+                                             group=group, x_dtype=x_dtype, param_dtype=param_dtype, allow_tf32=tf32)
+            runs = "convt_wgmma" in abi.Plan(d, device).kernels
         except FusedopsError:  # a shape the one-op kernels refuse: today's path
             runs = False
         _WGMMA_RUNS[key] = runs

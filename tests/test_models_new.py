@@ -116,3 +116,35 @@ def test_gradients_match_model(key):
     torch.testing.assert_close(x_new.grad, x_ref.grad, rtol=1e-4, atol=1e-5)
     for (n, p), (_, q) in zip(ref.named_parameters(), new.named_parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=n)
+
+
+def test_model4_planner_answer_is_a_traced_constant():
+    """Model 4's ModelNew asks the planner (a ctypes call) whether its one-op plan runs the wgmma kernel: traced by
+    torch.compile(fullgraph=True) or torch.export, the question is asked once and its answer kept as a constant,
+    not traced (a graph break). The CPU planner answers here (no wgmma kernel: False)."""
+    from fusedops.models import convtranspose2d_gelu_groupnorm as model4
+    from fusedops.plugins import abi
+
+    key = (abi.DEVICE_CPU, torch.float32, torch.float32, (2, 64, 9, 11), (64, 64, 3, 3), (1, 1), (0, 0), (0, 0),
+           (1, 1), 1, 8, 1e-5, False)
+    asked = []
+    real = model4.convt_abi.convtranspose_desc
+
+    def counting(*args, **kwargs):
+        asked.append(args)
+        return real(*args, **kwargs)
+
+    def branch(x):
+        return x + 1 if model4._planner_runs_wgmma(key) else x - 1
+
+    model4._WGMMA_RUNS.pop(key, None)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(model4.convt_abi, "convtranspose_desc", counting)
+    try:
+        torch._dynamo.reset()
+        x = torch.rand(3)
+        torch.testing.assert_close(torch.compile(branch, fullgraph=True)(x), x - 1)
+        torch.testing.assert_close(torch.compile(branch, fullgraph=True)(x), x - 1)
+    finally:
+        mp.undo()
+    assert len(asked) == 1 and model4._WGMMA_RUNS[key] is False

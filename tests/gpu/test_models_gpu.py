@@ -118,6 +118,28 @@ def test_model_compile_and_export_on_cuda(key):
         torch.testing.assert_close(ep.module()(x), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("p", ["tf32", "fp32"])
+def test_model4_one_op_path_compiles_and_exports(p):
+    """Model 4 with channels the wgmma kernel takes: torch.compile(fullgraph=True) and torch.export keep the one-op
+    path (the planner's answer is a traced constant, not a graph break) and give eager ModelNew's output."""
+    from fusedops.models import convtranspose2d_gelu_groupnorm as model4
+
+    entry = get_entry("4")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the one-op path runs the wgmma kernel, which is built for sm_90 only")
+    new = entry.build("bench", cls_name="ModelNew", seed=3).cuda()
+    x = torch.rand(2, 64, 21, 30, generator=_gen(3)).cuda()
+    with precision(p), torch.no_grad():
+        model4._WGMMA_RUNS.clear()
+        eager = new(x)
+        assert list(model4._WGMMA_RUNS.values()) == [True], model4._WGMMA_RUNS
+        torch._dynamo.reset()
+        compiled = torch.compile(new, fullgraph=True)(x)
+        exported = torch.export.export(new, (x,)).module()(x)
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+    torch.testing.assert_close(exported, eager, rtol=0, atol=0)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The low-latency path: CUDA graphs at the reference size, torch.compile(reduce-overhead), concurrency, plan choice
 # ---------------------------------------------------------------------------------------------------------------------
