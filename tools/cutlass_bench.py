@@ -4,6 +4,7 @@
     python tools/cutlass_bench.py bench [--json F]     # models 1-3 at 1024 x 8192 x 8192: fused / cuBLAS GEMM alone
     python tools/cutlass_bench.py accuracy [--json F]  # 3xTF32 vs eager FP32 against float64, several K and inputs
     python tools/cutlass_bench.py profile [--model m1 --precision tf32 --config 1]  # 3 calls, for ncu
+                                                       # (--precision fp32: the 3xTF32 kernel)
 
 Timings: the call captured once in a CUDA graph and replayed (no Python / launch overhead), median of --iters CUDA
 event timings after --warmup replays. The fused op runs through a plan of the C ABI (plugins/abi.py); "GEMM alone" is
@@ -235,9 +236,12 @@ def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) 
 def profile(model: str, prec: str, config: int, calls: int) -> int:
     """A few calls of one forced configuration, for ncu (--launch-skip 1 --launch-count 1 -k regex:device_kernel)."""
     M, K, C = 1024, 8192, 8192
-    dtype = torch.float32 if prec == "tf32" else torch.bfloat16 if prec == "bf16" else torch.float16
+    dtype = {"tf32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[prec]
     t = inputs(M, K, C, dtype, 1)
-    f = Fused(t, attrs(allow_tf32=1, **MODELS[model]), abi.PlanOptions(gemm_kernel=2, cutlass_config=config))
+    three = prec == "fp32"  # strict float32 through the 3xTF32 kernel (it has one configuration)
+    options = abi.PlanOptions(gemm_kernel=2, fp32_gemm=2) if three else \
+        abi.PlanOptions(gemm_kernel=2, cutlass_config=config)
+    f = Fused(t, attrs(allow_tf32=0 if three else 1, **MODELS[model]), options)
     for _ in range(calls):
         f()
     torch.cuda.synchronize()
@@ -289,7 +293,8 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="smoke: the default configuration of each mode only")
     p.add_argument("--model", default="m1", choices=sorted(MODELS), help="profile: the model")
-    p.add_argument("--precision", default="tf32", choices=["tf32", "bf16", "fp16"], help="profile: the precision")
+    p.add_argument("--precision", default="tf32", choices=["tf32", "bf16", "fp16", "fp32"],
+                   help="profile: the precision (fp32: 3xTF32)")
     p.add_argument("--config", type=int, default=1, help="profile: the tile configuration (1-based)")
     p.add_argument("--precisions", nargs="+", default=["tf32", "bf16", "fp16", "fp32"],
                    choices=["tf32", "bf16", "fp16", "fp32"], help="bench: the precisions to time")

@@ -4,6 +4,8 @@
 // lanes and quad q of the fragment is the 8-column block q.
 //   nvcc -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iplugins/include -Iplugins/csrc
 //        -isystem third_party/cutlass/include tools/cutlass_layout_check.cu -o cutlass_layout_check
+// For the 3xTF32 mainloop, also the shared-memory address of every value of each thread's register A fragment, which
+// three_tf32_mainloop.cuh computes by hand, against CuTe's register-A partition and the stage's swizzled layout.
 // Also checks, per configuration, that the kernel fits the 227 KiB of shared memory an sm_90 block may use and that
 // CUTLASS's can_implement accepts the shapes the planner gives it (reference and odd ones).
 // (tools/gpu/device_cutlass.sh runs it; exit 0 when every configuration passes.)
@@ -67,6 +69,43 @@ int check(const char* name) {
   return bad != 0 || !smem_ok || rejected != 0;
 }
 
+template <class K>
+int check_three_tf32_a(const char* name) {
+  using namespace cute;
+  using Mainloop = typename K::Mainloop;
+  using SmemLayoutA = typename Mainloop::SmemLayoutA;
+  typename Mainloop::RegisterATiledMma mma;
+  Tensor cA = make_identity_tensor(make_shape(size<0>(SmemLayoutA{}), size<1>(SmemLayoutA{})));
+  int bad = 0, n = 0;
+  // The stage layout is the swizzle (on shared-memory byte addresses: 16-byte chunk bits XOR 128-byte row bits) over
+  // the element layout; evaluated on its own it would swizzle element offsets. The buffer starts on 128 bytes.
+  for (int base = 0; base < 1024; base += 128)
+    for (int t = 0; t < int(size(mma)); ++t) {
+      Tensor tA = mma.get_thread_slice(t).partition_A(cA);  // (MMA, MMA_M, MMA_K) coordinates
+      if (size<1>(tA) != 1) { printf("%s: %d m64 blocks a thread\n", name, int(size<1>(tA))); return 1; }
+      const uint32_t thread_address = uint32_t(base) + Mainloop::a_thread_offset(t);
+      const uint32_t row8 = Mainloop::a_row8(thread_address);
+      for (int s = 0; s < int(size<2>(SmemLayoutA{})); ++s)
+        for (int kb = 0; kb < int(size<2>(tA)); ++kb)
+          for (int v = 0; v < int(size<0>(tA)); ++v) {
+            auto c = tA(v, 0, kb);
+            const int element = int(SmemLayoutA{}.layout_b()(get<0>(c), get<1>(c), s));
+            const int want = int(SmemLayoutA{}.layout_a()(base + 4 * element));
+            const int got = int(thread_address) + s * Mainloop::kStageABytes +
+                            int(Mainloop::a_value_offset(row8, v, kb));
+            ++n;
+            if (want != got) {
+              if (bad < 5)
+                printf("%s: start %d t=%d v=%d kb=%d stage %d: byte %d, CuTe %d\n", name, base, t, v, kb, s, got,
+                       want);
+              ++bad;
+            }
+          }
+    }
+  printf("%s: register-A addresses, %d values checked, %d mismatches\n", name, n, bad);
+  return bad != 0;
+}
+
 int main() {
   int rc = 0;
   rc |= check<KernelOf<Mode::TF32, 128, 256, 32, 2, false>>("tf32 coop 128x256");
@@ -74,5 +113,6 @@ int main() {
   rc |= check<KernelOf<Mode::BF16, 128, 256, 64, 2, false>>("bf16 coop 128x256");
   rc |= check<KernelOf<Mode::BF16, 64, 256, 64, 2, true>>("bf16 pingpong 64x256");
   rc |= check<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false>>("3xtf32 coop 128x128");
+  rc |= check_three_tf32_a<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false>>("3xtf32 coop 128x128");
   return rc;
 }

@@ -1,6 +1,7 @@
 """Where 3xTF32's extra error in ConvTransposeGroupNormAct comes from, on the CPU (issue 13).
 
-    python tools/split_3xtf32_check.py
+    python tools/split_3xtf32_check.py          # the convolution (model 4's shape)
+    python tools/split_3xtf32_check.py --gemm   # the GEMM's split rules (issue 12), exact accumulation
 
 The GPU kernels' strict float32 (3xTF32: X and W split into TF32 hi + lo, three tensor-core products) is 2-10 x eager
 FP32's error against float64. This emulates the split with IEEE float32 accumulation (three float32 convolutions
@@ -12,9 +13,15 @@ It then emulates that accumulation: each MMA adds its exact products to the fp32
 toward zero (``rz``). One accumulator for all 216 MMAs an output (the kernel until 2026-11-27 10:00) against fresh
 accumulators per kernel row added in IEEE float32 (the kernel since): the first reproduces the GPU's 8-10 x eager
 error, the second is below eager's (max and RMS), and per channel chunk (one flush in three) is not.
+
+``--gemm`` compares split rules for the CUTLASS GEMM (K = 8192, three input kinds, products summed exactly, so only
+the split's representation error shows): lo rounded to TF32 (cvt.rna) against lo handed to wgmma unrounded (the
+tensor core reads its top 19 bits, i.e. truncates), and hi truncated instead of rounded.
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +31,34 @@ def tf32(x: torch.Tensor) -> torch.Tensor:
     """Round float32 to TF32 (10 mantissa bits), to nearest with ties away, as cvt.rna.tf32.f32 does."""
     r = ((x.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
     return torch.where(torch.isfinite(x), r, x)
+
+
+def tf32_truncated(x: torch.Tensor) -> torch.Tensor:
+    """The top 19 bits of float32: what a TF32 tensor-core operand keeps of an unrounded float32."""
+    return (x.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+def gemm_split_rules() -> None:
+    torch.manual_seed(0)
+    m, k, n = 128, 8192, 512
+    for kind in ("uniform", "large mean", "wide range"):
+        x = torch.rand(m, k)
+        x = x + 4 if kind == "large mean" else x * torch.exp(torch.randn(m, k) * 2) if kind == "wide range" else x
+        w = (torch.rand(n, k) * 2 - 1) / k ** 0.5  # nn.Linear's initialisation
+        ref = x.double() @ w.double().T
+
+        def three(hi, lo):  # hi / lo: float32 -> part; products summed in float64
+            xh, wh = hi(x), hi(w)
+            xl, wl = lo(x - xh), lo(w - wh)
+            return sum(a.double() @ b.double().T for a, b in ((xh, wl), (xl, wh), (xh, wh)))
+
+        rows = {"eager float32": (x @ w.T).double(), "hi, lo rounded": three(tf32, tf32),
+                "hi rounded, lo truncated": three(tf32, tf32_truncated),
+                "hi truncated, lo truncated": three(tf32_truncated, tf32_truncated),
+                "hi truncated, lo rounded": three(tf32_truncated, tf32)}
+        for name, y in rows.items():
+            e = (y - ref).abs()
+            print(f"{kind:10s} {name:28s} max |error| {e.max().item():.3g}, RMS {e.pow(2).mean().sqrt().item():.3g}")
 
 
 def main() -> None:
@@ -87,4 +122,4 @@ def accumulate(terms: list[torch.Tensor], group: int) -> torch.Tensor:
 
 
 if __name__ == "__main__":
-    main()
+    gemm_split_rules() if "--gemm" in sys.argv[1:] else main()

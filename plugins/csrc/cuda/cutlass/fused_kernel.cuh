@@ -41,10 +41,10 @@ struct KernelOf {
                                        cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
   using CollectiveEpilogue = GnCollectiveEpilogue<D>;
   static constexpr int kAlign = 16 / int(sizeof(AB));
-  // 3xTF32: two copies of every stage (hi, lo) must fit, so the stage count is fixed here: 3 x 64 KiB at 128x128x32.
+  // 3xTF32: a stage holds W's lo part too, so the stage count is fixed here: 4 x 48 KiB at 128x128x32.
   using Mainloop = cute::conditional_t<
       MODE == gemm_choice::Mode::THREE_TF32,
-      typename ThreeTf32MainloopOf<TileShape, ClusterShape, 3>::type,
+      typename ThreeTf32MainloopOf<TileShape, ClusterShape, 4>::type,
       typename cutlass::gemm::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, AB, cutlass::layout::RowMajor, kAlign, AB,
           cutlass::layout::ColumnMajor, kAlign, float, TileShape, ClusterShape,

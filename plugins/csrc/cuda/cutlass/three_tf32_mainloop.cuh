@@ -1,16 +1,25 @@
 // 3xTF32 on sm_90: a float32 GEMM from three TF32 tensor-core products per k-tile, hi*hi + hi*lo + lo*hi, where
-// hi = tf32(x) (round to nearest) and lo = tf32(x - hi) (x - hi is exact in float32). hi + lo carries 22-23
+// hi = tf32(x) (round to nearest) and lo = x - hi (exact in float32; wgmma reads its TF32 part). hi + lo carries 22-23
 // significant bits of x, and the dropped lo*lo term is below float32 rounding, so the result has float32-level
 // error at about a third of TF32 speed (CUTLASS's sm_80 OpMultiplyAddFastF32 does the same with mma.sync; CUTLASS
 // has no sm_90 wgmma version, so this is ours).
 //
 // Built on CUTLASS's TMA + wgmma warp-specialised mainloop (CollectiveMma<MainloopSm90TmaGmmaWarpSpecialized...>),
 // instantiated with 32-bit unsigned operands so that TMA copies the float32 bits unchanged (with float operands it
-// would round them to TF32 on the way in, losing the low part). Only the consumer side differs: after a stage
-// lands, the math threads split it in shared memory (hi in place, lo into a second buffer of the same layout),
-// fence the generic-proxy writes for the async proxy, meet at a named barrier, and issue the three wgmma products.
-// One k-tile of wgmmas stays in flight while the next stage is split; the stage behind it is released, exactly as
-// the base mainloop does (so its mma_tail applies unchanged). The producer side (load, load_tail) is the base's.
+// would round them to TF32 on the way in, losing the low part). The producer side (load, load_tail) is the base's; the
+// consumer side is ours:
+// - X (A) goes to wgmma from registers: each thread loads its fragment of the landed stage and splits it there. Read
+//   from shared memory by wgmma, as in the first version, A's hi and lo parts cost two stage-sized writes and three
+//   reads a k-tile, and the split's cvt.rna sequences were 41 % of the stall samples (ncu, H200, 2026-11-27). Reference
+//   shape: 1.62 ms before, 1.34-1.36 now (three TF32 GEMMs alone: 1.0; docs/kernels.md).
+// - W (B) is split in shared memory by both math warpgroups (hi in place, lo into a second buffer of the same
+//   swizzled layout), fenced for the async proxy and met at a named barrier.
+// - The split is hi = x rounded to TF32 (to nearest, ties away: the add-and-mask cvt.rna.tf32.f32 does for finite x)
+//   and lo = x - hi, exact in float32 and handed to wgmma unrounded (TF32 wgmma reads the top 19 bits: lo truncated
+//   at 2^-21 of x). On the CPU this matches rounding lo too (tools/split_3xtf32_check.py --gemm); non-finite x gives
+//   a NaN lo, as the rounding instruction did.
+// - One k-tile of wgmmas stays in flight while the next stage's W is split; the stage behind it is
+//   released exactly as the base mainloop does (so its mma_tail applies unchanged).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -22,11 +31,11 @@ namespace fusedops {
 namespace cuda {
 namespace cutlass_gemm {
 
-// tf32 rounding of a float32 (round to nearest, ties away): the low 13 bits of the result are zero.
-CUTLASS_DEVICE uint32_t to_tf32_bits(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
+// x = hi + lo for float32 bits u: hi rounded to TF32 (to nearest, ties away, as cvt.rna.tf32.f32 for finite u; an
+// integer add and mask instead of its ~5 instructions), lo = x - hi (exact).
+CUTLASS_DEVICE uint32_t tf32_hi_bits(uint32_t u) { return (u + 0x1000u) & 0xFFFFE000u; }
+CUTLASS_DEVICE uint32_t tf32_lo_bits(uint32_t u, uint32_t hi) {
+  return __float_as_uint(__uint_as_float(u) - __uint_as_float(hi));
 }
 
 template <class Base>
@@ -38,16 +47,25 @@ struct ThreeTf32Mainloop : Base {
   using typename Base::SmemLayoutB;
   using typename Base::TiledMma;
 
-  static_assert(cute::is_same_v<typename Base::ElementA, uint32_t> && cute::is_same_v<typename Base::ElementB, uint32_t>,
+  static_assert(cute::is_same_v<typename Base::ElementA, uint32_t> &&
+                    cute::is_same_v<typename Base::ElementB, uint32_t>,
                 "the base mainloop must move raw 32-bit words (no TF32 rounding by TMA)");
   static_assert(cute::is_same_v<typename TiledMma::ValTypeA, cutlass::tfloat32_t>, "TF32 wgmma expected");
-  static_assert(cute::cosize_v<SmemLayoutA> == cute::size(SmemLayoutA{}) &&
-                    cute::cosize_v<SmemLayoutB> == cute::size(SmemLayoutB{}),
+  static_assert(cute::cosize_v<SmemLayoutB> == cute::size(SmemLayoutB{}),
                 "stages must be compact (the split walks each stage as one flat array)");
+
+  // The same warpgroup tiling with A from registers (its accumulator layout is the base's, which the kernel and the
+  // epilogue use).
+  static constexpr int kWarpGroups = cute::size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+  using RegisterATiledMma = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<cutlass::tfloat32_t, cutlass::tfloat32_t, float, typename Base::TileShape,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::K>(),
+      cute::Layout<cute::Shape<cute::Int<kWarpGroups>, cute::_1, cute::_1>>{}));
+  static_assert(cute::is_same_v<decltype(RegisterATiledMma{}.get_layoutC_TV()), decltype(TiledMma{}.get_layoutC_TV())>,
+                "register-A and shared-memory-A tilings must give the same accumulator layout");
 
   struct SharedStorage {
     struct TensorStorage : Base::TensorStorage {
-      cute::array_aligned<typename TiledMma::ValTypeA, cute::cosize_v<SmemLayoutA>> smem_A_lo;
       cute::array_aligned<typename TiledMma::ValTypeB, cute::cosize_v<SmemLayoutB>> smem_B_lo;
     } tensors;
     using PipelineStorage = typename Base::PipelineStorage;
@@ -56,13 +74,33 @@ struct ThreeTf32Mainloop : Base {
   using TensorStorage = typename SharedStorage::TensorStorage;
   using PipelineStorage = typename SharedStorage::PipelineStorage;
 
-  static constexpr int kStageA = cute::size<0>(SmemLayoutA{}) * cute::size<1>(SmemLayoutA{});  // elements a stage
-  static constexpr int kStageB = cute::size<0>(SmemLayoutB{}) * cute::size<1>(SmemLayoutB{});
-  static constexpr int kMathThreads = cute::size(TiledMma{});
-  static_assert(kStageA % (4 * kMathThreads) == 0 && kStageB % (4 * kMathThreads) == 0,
-                "every math thread splits whole 16-byte vectors");
+  static constexpr int kStageB = cute::size<0>(SmemLayoutB{}) * cute::size<1>(SmemLayoutB{});  // elements a stage
+  static constexpr int kStageABytes = cute::size<0>(SmemLayoutA{}) * cute::size<1>(SmemLayoutA{}) * 4;
+  static_assert(cute::size<0>(SmemLayoutA{}) == 64 * kWarpGroups && cute::size<1>(SmemLayoutA{}) == 32 &&
+                    kStageABytes % 1024 == 0,
+                "A's addressing below assumes 64 rows a warpgroup, K tiles of 32 (one 128-byte swizzle row) and stages "
+                "a whole number of swizzle patterns apart");
 
-  // hi = tf32(x) in place, lo = tf32(x - hi) into the lo buffer, for this thread's share of one stage.
+  // Where this thread's A fragment lies in shared memory, computed here rather than through CuTe's swizzled smem
+  // tensor, which addressed each value with 64-bit generic arithmetic and generic loads (ncu, 2026-11-27). The TF32
+  // wgmma A fragment: value v of k-block kb is row 16 warp + lane / 4 + 8 (v & 1) of the warpgroup's 64, column
+  // 8 kb + lane % 4 + 4 (v >> 1). The stage is K-major with 128-byte rows whose 16-byte chunks are swizzled by the
+  // shared-memory address (TMA's 128-byte swizzle: chunk index XOR address bits 7-9), and the stages start on 128
+  // bytes, not necessarily on the swizzle's 1024: `row8` is those bits of the thread's first row's address.
+  // tools/cutlass_layout_check.cu checks both against CuTe's layouts, at every 128-byte start.
+  CUTLASS_HOST_DEVICE static uint32_t a_thread_offset(int t) {
+    const int wg = t / 128, warp = t % 128 / 32, lane = t % 32;
+    return uint32_t((64 * wg + 16 * warp + lane / 4) * 128 + lane % 4 * 4);
+  }
+  CUTLASS_HOST_DEVICE static uint32_t a_value_offset(uint32_t row8, int v, int kb) {
+    // the rows of one thread are 8 apart (1024 bytes): the same swizzle bits
+    return uint32_t((v & 1) * 8 * 128) + ((uint32_t((v >> 1) + 2 * kb) ^ row8) << 4);
+  }
+  CUTLASS_HOST_DEVICE static uint32_t a_row8(uint32_t thread_address) { return (thread_address >> 7) & 7u; }
+  static constexpr int kMathThreads = cute::size(TiledMma{});
+  static_assert(kStageB % (4 * kMathThreads) == 0, "every math thread splits whole 16-byte vectors");
+
+  // W's hi in place and lo into the lo buffer, for this thread's share of one stage.
   CUTLASS_DEVICE static void split(uint32_t* hi, uint32_t* lo, int count, int thread_idx) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 4 * thread_idx; i < count; i += 4 * kMathThreads) {
@@ -72,9 +110,8 @@ struct ThreeTf32Mainloop : Base {
       uint32_t* ls = reinterpret_cast<uint32_t*>(&l);
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 4; ++j) {
-        const float f = __uint_as_float(xs[j]);
-        const uint32_t h = to_tf32_bits(f);
-        ls[j] = to_tf32_bits(f - __uint_as_float(h));
+        const uint32_t h = tf32_hi_bits(xs[j]);
+        ls[j] = tf32_lo_bits(xs[j], h);
         xs[j] = h;
       }
       *reinterpret_cast<uint4*>(hi + i) = x;
@@ -88,44 +125,70 @@ struct ThreeTf32Mainloop : Base {
     using namespace cute;
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
 
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
+    // A as TF32 values (the float32 bits TMA copied), read into registers (the tensor gives the fragment's shape); B
+    // through descriptors.
+    Tensor sA = make_tensor(make_smem_ptr(reinterpret_cast<cutlass::tfloat32_t*>(shared_tensors.smem_A.data())),
+                            SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});
-    Tensor sA_lo = make_tensor(make_smem_ptr(shared_tensors.smem_A_lo.data()), SmemLayoutA{});
     Tensor sB_lo = make_tensor(make_smem_ptr(shared_tensors.smem_B_lo.data()), SmemLayoutB{});
 
-    constexpr int MmaWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
-    Layout warp_group_thread_layout = make_layout(Int<MmaWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    RegisterATiledMma tiled_mma;
     const int warp_group_idx = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
-    TiledMma tiled_mma;
-    auto thread_mma = tiled_mma.get_slice(warp_group_thread_layout(warp_group_idx));
-    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA,MMA_M,MMA_K,PIPE)
-    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));
-    Tensor tCrA_lo = thread_mma.make_fragment_A(thread_mma.partition_A(sA_lo));
-    Tensor tCrB_lo = thread_mma.make_fragment_B(thread_mma.partition_B(sB_lo));
+    auto warp_group_mma = tiled_mma.get_slice(warp_group_idx * cutlass::NumThreadsPerWarpGroup);
+    auto thread_mma = tiled_mma.get_thread_slice(thread_idx);
+    Tensor tCrA_hi = thread_mma.partition_fragment_A(sA(_, _, 0));  // (MMA,MMA_M,MMA_K)
+    Tensor tCrA_lo = make_fragment_like(tCrA_hi);
+    Tensor tCrB = warp_group_mma.make_fragment_B(warp_group_mma.partition_B(sB));  // (MMA,MMA_N,MMA_K,PIPE)
+    Tensor tCrB_lo = warp_group_mma.make_fragment_B(warp_group_mma.partition_B(sB_lo));
+    CUTE_STATIC_ASSERT_V(size<1>(tCrA_hi) == Int<1>{});  // one m64 block a warpgroup (load_a)
+    CUTE_STATIC_ASSERT_V(size<1>(tCrA_hi) == size<1>(accum));  // MMA_M
+    CUTE_STATIC_ASSERT_V(size<2>(tCrA_hi) == size<2>(tCrB));   // MMA_K
 
-    uint32_t* a_words = reinterpret_cast<uint32_t*>(shared_tensors.smem_A.data());
     uint32_t* b_words = reinterpret_cast<uint32_t*>(shared_tensors.smem_B.data());
-    uint32_t* a_lo_words = reinterpret_cast<uint32_t*>(shared_tensors.smem_A_lo.data());
     uint32_t* b_lo_words = reinterpret_cast<uint32_t*>(shared_tensors.smem_B_lo.data());
+
+    // A landed stage: W split (every math thread's share, then the barrier).
+    auto take_stage = [&](PipelineState state) {
+      auto barrier_token = pipeline.consumer_try_wait(state);
+      pipeline.consumer_wait(state, barrier_token);
+      const int stage = state.index();
+      split(b_words + stage * kStageB, b_lo_words + stage * kStageB, kStageB, thread_idx);
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
+      cutlass::arch::NamedBarrier::sync(kMathThreads, 0);  // every thread's share is split
+    };
+    // This thread's A values of a landed stage, split into hi / lo registers: only once the wgmmas reading the
+    // previous ones are done (a third register set, to load them earlier, spilled).
+    const uint32_t a_thread = cute::cast_smem_ptr_to_uint(shared_tensors.smem_A.data()) + a_thread_offset(thread_idx);
+    const uint32_t row8 = a_row8(a_thread);  // (stages are 16 KiB apart: the same swizzle bits in each)
+    auto load_a = [&](int stage) {
+      const uint32_t a_stage = a_thread + uint32_t(stage) * kStageABytes;
+      CUTLASS_PRAGMA_UNROLL
+      for (int kb = 0; kb < size<2>(tCrA_hi); ++kb) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int v = 0; v < size<0>(tCrA_hi); ++v) {
+          uint32_t u;
+          asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u) : "r"(a_stage + a_value_offset(row8, v, kb)));
+          const uint32_t h = tf32_hi_bits(u);
+          tCrA_hi(v, 0, kb) = cutlass::tfloat32_t::bitcast(h);
+          tCrA_lo(v, 0, kb) = cutlass::tfloat32_t::bitcast(tf32_lo_bits(u, h));
+        }
+      }
+    };
 
     PipelineState smem_pipe_release = smem_pipe_read;
     // Each k-tile's products go to fresh accumulators, added into `accum` with IEEE adds once they are done. The
     // tensor cores' accumulation rounds toward zero: 3 K / 8 MMAs into one accumulator left this mode 4-17 x eager
     // FP32's error, growing linearly in K (docs/kernels.md); the convolution's 3xTF32 fell below eager's with the
-    // same change (docs/convt.md). One fresh set (two spilled 312 bytes): the next stage is split while this
-    // k-tile's wgmmas run, and they are waited for before the add.
+    // same change (docs/convt.md). One fresh set: the next stage's W is split while this k-tile's wgmmas run, and
+    // they are waited for before the add. (Two fresh sets spilled 312 bytes; a pair of k-tiles a set with two A
+    // register sets, so that the tensor cores idle once a pair, spilled 320 and ran 1.56 ms to one set's 1.33.)
     Tensor fresh = make_fragment_like(accum);
-    auto split_stage = [&](PipelineState state) {
-      auto barrier_token = pipeline.consumer_try_wait(state);
-      pipeline.consumer_wait(state, barrier_token);
-      const int stage = state.index();
-      split(a_words + stage * kStageA, a_lo_words + stage * kStageA, kStageA, thread_idx);
-      split(b_words + stage * kStageB, b_lo_words + stage * kStageB, kStageB, thread_idx);
-      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
-      cutlass::arch::NamedBarrier::sync(kMathThreads, 0);  // every thread's share is split
-    };
+    clear(accum);  // 0 + the first k-tile's sums is those sums: no select in the add
     warpgroup_fence_operand(accum);
-    if (k_tile_count > 0) split_stage(smem_pipe_read);
+    if (k_tile_count > 0) {
+      take_stage(smem_pipe_read);
+      load_a(smem_pipe_read.index());
+    }
     CUTLASS_PRAGMA_NO_UNROLL
     for (int k_tile = 0; k_tile < k_tile_count; ++k_tile) {
       if (k_tile > 0) {  // the previous k-tile's wgmmas were waited for: its stage goes back to the producer
@@ -134,23 +197,29 @@ struct ThreeTf32Mainloop : Base {
       }
       const int stage = smem_pipe_read.index();
       warpgroup_fence_operand(fresh);
+      warpgroup_fence_operand(tCrA_hi);
+      warpgroup_fence_operand(tCrA_lo);
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;  // the k-tile's first products overwrite the fresh set
       CUTLASS_PRAGMA_UNROLL
-      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+      for (int k_block = 0; k_block < size<2>(tCrA_hi); ++k_block) {
         // Small products first.
-        cute::gemm(tiled_mma, tCrA_lo(_, _, k_block, stage), tCrB(_, _, k_block, stage), fresh);
+        cute::gemm(tiled_mma, tCrA_lo(_, _, k_block), tCrB(_, _, k_block, stage), fresh);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, stage), tCrB_lo(_, _, k_block, stage), fresh);
-        cute::gemm(tiled_mma, tCrA(_, _, k_block, stage), tCrB(_, _, k_block, stage), fresh);
+        cute::gemm(tiled_mma, tCrA_hi(_, _, k_block), tCrB_lo(_, _, k_block, stage), fresh);
+        cute::gemm(tiled_mma, tCrA_hi(_, _, k_block), tCrB(_, _, k_block, stage), fresh);
       }
       warpgroup_commit_batch();
       ++smem_pipe_read;
-      if (k_tile + 1 < k_tile_count) split_stage(smem_pipe_read);  // while this k-tile's wgmmas run
+      const bool more = k_tile + 1 < k_tile_count;
+      if (more) take_stage(smem_pipe_read);  // while this k-tile's wgmmas run
       warpgroup_wait<0>();
       warpgroup_fence_operand(fresh);
+      warpgroup_fence_operand(tCrA_hi);
+      warpgroup_fence_operand(tCrA_lo);
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(accum); ++i) accum(i) = k_tile == 0 ? fresh(i) : accum(i) + fresh(i);
+      for (int i = 0; i < size(accum); ++i) accum(i) += fresh(i);
+      if (more) load_a(smem_pipe_read.index());
     }
     warpgroup_fence_operand(accum);
   }
