@@ -31,7 +31,8 @@ using GnCollectiveEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpS
 
 // X (M, K) row-major is CUTLASS's A (K-major); W (C, K) row-major is B as N x K, K-major ("column-major B"): a TN
 // GEMM, the layout TF32 wgmma requires.
-template <gemm_choice::Mode MODE, int TM, int TN, int TK, int CLUSTER_M, bool PINGPONG>
+template <gemm_choice::Mode MODE, int TM, int TN, int TK, int CLUSTER_M, bool PINGPONG,
+          ThreeTf32Schedule SCHEDULE = ThreeTf32Schedule::kSplitBarriers>
 struct KernelOf {
   using AB = typename ModeTypes<MODE>::AB;
   using D = typename ModeTypes<MODE>::D;
@@ -44,7 +45,7 @@ struct KernelOf {
   // 3xTF32: a stage holds W's lo part too, so the stage count is fixed here: 4 x 48 KiB at 128x128x32.
   using Mainloop = cute::conditional_t<
       MODE == gemm_choice::Mode::THREE_TF32,
-      typename ThreeTf32MainloopOf<TileShape, ClusterShape, 4>::type,
+      typename ThreeTf32MainloopOf<TileShape, ClusterShape, 4, SCHEDULE>::type,
       typename cutlass::gemm::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, AB, cutlass::layout::RowMajor, kAlign, AB,
           cutlass::layout::ColumnMajor, kAlign, float, TileShape, ClusterShape,
@@ -153,19 +154,25 @@ class FusedKernelImpl final : public FusedKernel {
   int cluster_m_ = 1;
 };
 
-// Defines the factory NAME for the configuration CFG of MODE; the tile must match gemm_choice's table.
-#define FUSEDOPS_CUTLASS_FACTORY(NAME, MODE, CFG, TM, TN, TK, CLUSTER_M, PINGPONG)                                  \
+// Defines the factory NAME for the configuration CFG of MODE; the tile must match gemm_choice's table. SCHEDULE: the
+// 3xTF32 mainloop's (three_tf32_mainloop.cuh; other modes ignore it).
+#define FUSEDOPS_CUTLASS_FACTORY_SCHEDULED(NAME, MODE, CFG, TM, TN, TK, CLUSTER_M, PINGPONG, SCHEDULE)              \
   int NAME(const GemmShape& s, const GnEpilogueParams& epi, int device, int sm_count, FusedKernelPtr* out,            \
            char* err, size_t err_len) {                                                                              \
     int count = 0;                                                                                                    \
     const gemm_choice::TileConfig* cfg = gemm_choice::configs(MODE, &count);                                         \
     if (CFG >= count || cfg[CFG].tile_m != TM || cfg[CFG].tile_n != TN || cfg[CFG].tile_k != TK ||                   \
-        cfg[CFG].cluster_m != CLUSTER_M || cfg[CFG].pingpong != PINGPONG)                                             \
+        cfg[CFG].cluster_m != CLUSTER_M || cfg[CFG].pingpong != PINGPONG ||                                           \
+        (MODE == gemm_choice::Mode::THREE_TF32 && cfg[CFG].schedule != int(SCHEDULE)))                                \
       return core::set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,                                                \
                                "GemmGroupNormAct: CUTLASS kernel " #NAME " does not match gemm_choice's table");     \
-    return FusedKernelImpl<KernelOf<MODE, TM, TN, TK, CLUSTER_M, PINGPONG>>::create(s, epi, device, sm_count, out,  \
-                                                                                   err, err_len);                    \
+    return FusedKernelImpl<KernelOf<MODE, TM, TN, TK, CLUSTER_M, PINGPONG, SCHEDULE>>::create(s, epi, device,        \
+                                                                                             sm_count, out, err,     \
+                                                                                             err_len);               \
   }
+#define FUSEDOPS_CUTLASS_FACTORY(NAME, MODE, CFG, TM, TN, TK, CLUSTER_M, PINGPONG)    \
+  FUSEDOPS_CUTLASS_FACTORY_SCHEDULED(NAME, MODE, CFG, TM, TN, TK, CLUSTER_M, PINGPONG, \
+                                     ThreeTf32Schedule::kSplitBarriers)
 
 }  // namespace cutlass_gemm
 }  // namespace cuda

@@ -36,9 +36,11 @@ constexpr TileConfig kBf16[] = {
 constexpr TileConfig kFp16[] = {
     {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
 };
-// 3xTF32 keeps a second (low-part) copy of every stage in shared memory, so its stages are half the size.
+// 3xTF32 keeps a second (low-part) copy of every stage in shared memory, so its stages are half the size. One tile,
+// two mainloop schedules (three_tf32_mainloop.cuh: per-stage mbarriers or a named barrier after W's split).
 constexpr TileConfig kThreeTf32[] = {
-    {128, 128, 32, 1, false, "coop128x128x32"},
+    {128, 128, 32, 1, false, "coop128x128x32_split_barriers", 1},
+    {128, 128, 32, 1, false, "coop128x128x32_named_barrier", 0},
 };
 
 template <size_t N>

@@ -29,6 +29,7 @@ struct TileConfig {
   int cluster_m;
   bool pingpong;
   const char* name;
+  int schedule = 0;  // 3xTF32: the mainloop's ThreeTf32Schedule (three_tf32_mainloop.cuh)
 };
 
 // The configurations built for a mode, the default first; *count receives how many.

@@ -10,22 +10,26 @@
 // consumer side is ours:
 // - X (A) goes to wgmma from registers: each thread loads its fragment of the landed stage and splits it there. Read
 //   from shared memory by wgmma, as in the first version, A's hi and lo parts cost two stage-sized writes and three
-//   reads a k-tile, and the split's cvt.rna sequences were 41 % of the stall samples (ncu, H200, 2026-11-27). Reference
-//   shape: 1.62 ms before, 1.34-1.36 now (three TF32 GEMMs alone: 1.0; docs/kernels.md).
+//   reads a k-tile, and the split's cvt.rna sequences were 41 % of the stall samples (ncu, H200, 2026-11-27).
 // - W (B) is split in shared memory by both math warpgroups (hi in place, lo into a second buffer of the same
-//   swizzled layout), fenced for the async proxy and met at a named barrier.
+//   swizzled layout), fenced for the async proxy; they meet at a named barrier or per-stage mbarriers
+//   (ThreeTf32Schedule). Splitting W in the producer warpgroup's one idle warp instead (CUTLASS's "MainloopAux" warp)
+//   was slower: 1.63-1.72 ms to 1.34-1.36 (H200, 2026-11-27; docs/kernels.md).
 // - The split is hi = x rounded to TF32 (to nearest, ties away: the add-and-mask cvt.rna.tf32.f32 does for finite x)
 //   and lo = x - hi, exact in float32 and handed to wgmma unrounded (TF32 wgmma reads the top 19 bits: lo truncated
 //   at 2^-21 of x). On the CPU this matches rounding lo too (tools/split_3xtf32_check.py --gemm); non-finite x gives
 //   a NaN lo, as the rounding instruction did.
-// - One k-tile of wgmmas stays in flight while the next stage's W is split; the stage behind it is
-//   released exactly as the base mainloop does (so its mma_tail applies unchanged).
+// - Each k-tile's products go to fresh accumulators, added into the running sums with IEEE adds once they are done
+//   (the tensor cores' own accumulation rounds toward zero: see mma). How the wait for them is hidden is
+//   the schedule (ThreeTf32Schedule); stages are released exactly as the base mainloop does, so its mma_tail applies.
 #pragma once
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/cutlass.h>
 #include <cutlass/gemm/collective/collective_builder.hpp>
+
+#include "cuda/cutlass/three_tf32_split_pipeline.cuh"
 
 namespace fusedops {
 namespace cuda {
@@ -38,14 +42,36 @@ CUTLASS_DEVICE uint32_t tf32_lo_bits(uint32_t u, uint32_t hi) {
   return __float_as_uint(__uint_as_float(u) - __uint_as_float(hi));
 }
 
-template <class Base>
+// How the math warpgroups meet once W's split is done. Both schedules do the same arithmetic in the same order (the
+// GPU tests compare them bit for bit).
+enum class ThreeTf32Schedule {
+  // A named barrier every k-tile: the two warpgroups run in step, so the tensor cores idle while both add their fresh
+  // sums and load the next X. 1.34-1.44 ms on the reference shape (H200, 2026-11-27).
+  kNamedBarrier = 0,
+  // Per-stage mbarriers (three_tf32_split_pipeline.cuh): a warpgroup waits only when the other's share of the stage
+  // it is about to read is not split yet, so they drift apart and one's wgmmas can run while the other adds its sums:
+  // 1.26-1.35 ms in the same runs. The default. (Measured and not kept, same day: the second warpgroup started a
+  // k-tile late, 1.28-1.34; each k-tile's wgmmas in two batches with half of the next X loaded between them,
+  // 1.30-1.36; the next X prefetched into 16 more registers, which spilled, 1.33-1.35; W split by the producer
+  // warpgroup's one idle warp instead of the math warpgroups, 1.63-1.72: docs/kernels.md.)
+  kSplitBarriers = 1,
+};
+
+template <class Base, ThreeTf32Schedule kSchedule>
 struct ThreeTf32Mainloop : Base {
-  using typename Base::MainloopPipeline;
   using typename Base::Params;
   using typename Base::PipelineState;
   using typename Base::SmemLayoutA;
   using typename Base::SmemLayoutB;
   using typename Base::TiledMma;
+  using typename Base::TileShape;
+
+  using S = ThreeTf32Schedule;
+  static constexpr bool kSplitBarriers = kSchedule == S::kSplitBarriers;
+  static constexpr int kStages = Base::DispatchPolicy::Stages;
+  static constexpr int kMathThreads = cute::size(TiledMma{});
+  using MainloopPipeline = cute::conditional_t<kSplitBarriers, SplitBarrierPipeline<kStages, kMathThreads>,
+                                               typename Base::MainloopPipeline>;
 
   static_assert(cute::is_same_v<typename Base::ElementA, uint32_t> &&
                     cute::is_same_v<typename Base::ElementB, uint32_t>,
@@ -58,8 +84,8 @@ struct ThreeTf32Mainloop : Base {
   // epilogue use).
   static constexpr int kWarpGroups = cute::size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
   using RegisterATiledMma = decltype(cute::make_tiled_mma(
-      cute::GMMA::rs_op_selector<cutlass::tfloat32_t, cutlass::tfloat32_t, float, typename Base::TileShape,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::K>(),
+      cute::GMMA::rs_op_selector<cutlass::tfloat32_t, cutlass::tfloat32_t, float, TileShape, cute::GMMA::Major::K,
+                                 cute::GMMA::Major::K>(),
       cute::Layout<cute::Shape<cute::Int<kWarpGroups>, cute::_1, cute::_1>>{}));
   static_assert(cute::is_same_v<decltype(RegisterATiledMma{}.get_layoutC_TV()), decltype(TiledMma{}.get_layoutC_TV())>,
                 "register-A and shared-memory-A tilings must give the same accumulator layout");
@@ -68,7 +94,7 @@ struct ThreeTf32Mainloop : Base {
     struct TensorStorage : Base::TensorStorage {
       cute::array_aligned<typename TiledMma::ValTypeB, cute::cosize_v<SmemLayoutB>> smem_B_lo;
     } tensors;
-    using PipelineStorage = typename Base::PipelineStorage;
+    using PipelineStorage = typename MainloopPipeline::SharedStorage;
     PipelineStorage pipeline;
   };
   using TensorStorage = typename SharedStorage::TensorStorage;
@@ -97,13 +123,14 @@ struct ThreeTf32Mainloop : Base {
     return uint32_t((v & 1) * 8 * 128) + ((uint32_t((v >> 1) + 2 * kb) ^ row8) << 4);
   }
   CUTLASS_HOST_DEVICE static uint32_t a_row8(uint32_t thread_address) { return (thread_address >> 7) & 7u; }
-  static constexpr int kMathThreads = cute::size(TiledMma{});
   static_assert(kStageB % (4 * kMathThreads) == 0, "every math thread splits whole 16-byte vectors");
 
-  // W's hi in place and lo into the lo buffer, for this thread's share of one stage.
-  CUTLASS_DEVICE static void split(uint32_t* hi, uint32_t* lo, int count, int thread_idx) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 4 * thread_idx; i < count; i += 4 * kMathThreads) {
+  // W's hi in place and lo into the lo buffer: this thread's share (of kThreads) of one stage.
+  template <int kThreads, int kUnroll>
+  CUTLASS_DEVICE static void split(uint32_t* hi, uint32_t* lo, int thread_idx) {
+    static_assert(kStageB % (4 * kThreads) == 0, "whole 16-byte vectors a thread");
+#pragma unroll kUnroll
+    for (int i = 4 * thread_idx; i < kStageB; i += 4 * kThreads) {
       uint4 x = *reinterpret_cast<const uint4*>(hi + i);
       uint4 l;
       uint32_t* xs = reinterpret_cast<uint32_t*>(&x);
@@ -119,12 +146,45 @@ struct ThreeTf32Mainloop : Base {
     }
   }
 
+  // This thread's A values of a landed stage, split into hi / lo registers.
+  template <class Frag>
+  CUTLASS_DEVICE static void load_a(Frag& hi, Frag& lo, uint32_t a_stage, uint32_t row8) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int kb = 0; kb < cute::size<2>(hi); ++kb) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int v = 0; v < cute::size<0>(hi); ++v) {
+        uint32_t u;
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u) : "r"(a_stage + a_value_offset(row8, v, kb)));
+        const uint32_t h = tf32_hi_bits(u);
+        hi(v, 0, kb) = cutlass::tfloat32_t::bitcast(h);
+        lo(v, 0, kb) = cutlass::tfloat32_t::bitcast(tf32_lo_bits(u, h));
+      }
+    }
+  }
+
+  // A landed stage: this thread's share of W split (kSplitBarriers: and signalled; ready_stage waits for the rest).
+  CUTLASS_DEVICE static void take_stage(MainloopPipeline& pipeline, PipelineState state, uint32_t* b_words,
+                                        uint32_t* b_lo_words, int thread_idx) {
+    auto barrier_token = pipeline.consumer_try_wait(state);
+    pipeline.consumer_wait(state, barrier_token);
+    const int stage = state.index();
+    split<kMathThreads, 8>(b_words + stage * kStageB, b_lo_words + stage * kStageB, thread_idx);
+    cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
+    if constexpr (kSplitBarriers)
+      pipeline.arrive_split(state);
+    else
+      cutlass::arch::NamedBarrier::sync(kMathThreads, 0);  // every thread's share is split
+  }
+  // Before wgmmas read the stage: every thread's share is split (kNamedBarrier: take_stage's barrier saw to it).
+  CUTLASS_DEVICE static void ready_stage(MainloopPipeline& pipeline, PipelineState state) {
+    if constexpr (kSplitBarriers) pipeline.wait_split(state);
+  }
+
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum, int k_tile_count,
                           int thread_idx, TensorStorage& shared_tensors, Params const&) {
     using namespace cute;
     static_assert(is_rmem<FrgTensorC>::value, "C tensor must be rmem resident.");
-
     // A as TF32 values (the float32 bits TMA copied), read into registers (the tensor gives the fragment's shape); B
     // through descriptors.
     Tensor sA = make_tensor(make_smem_ptr(reinterpret_cast<cutlass::tfloat32_t*>(shared_tensors.smem_A.data())),
@@ -146,34 +206,8 @@ struct ThreeTf32Mainloop : Base {
 
     uint32_t* b_words = reinterpret_cast<uint32_t*>(shared_tensors.smem_B.data());
     uint32_t* b_lo_words = reinterpret_cast<uint32_t*>(shared_tensors.smem_B_lo.data());
-
-    // A landed stage: W split (every math thread's share, then the barrier).
-    auto take_stage = [&](PipelineState state) {
-      auto barrier_token = pipeline.consumer_try_wait(state);
-      pipeline.consumer_wait(state, barrier_token);
-      const int stage = state.index();
-      split(b_words + stage * kStageB, b_lo_words + stage * kStageB, kStageB, thread_idx);
-      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
-      cutlass::arch::NamedBarrier::sync(kMathThreads, 0);  // every thread's share is split
-    };
-    // This thread's A values of a landed stage, split into hi / lo registers: only once the wgmmas reading the
-    // previous ones are done (a third register set, to load them earlier, spilled).
     const uint32_t a_thread = cute::cast_smem_ptr_to_uint(shared_tensors.smem_A.data()) + a_thread_offset(thread_idx);
     const uint32_t row8 = a_row8(a_thread);  // (stages are 16 KiB apart: the same swizzle bits in each)
-    auto load_a = [&](int stage) {
-      const uint32_t a_stage = a_thread + uint32_t(stage) * kStageABytes;
-      CUTLASS_PRAGMA_UNROLL
-      for (int kb = 0; kb < size<2>(tCrA_hi); ++kb) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int v = 0; v < size<0>(tCrA_hi); ++v) {
-          uint32_t u;
-          asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u) : "r"(a_stage + a_value_offset(row8, v, kb)));
-          const uint32_t h = tf32_hi_bits(u);
-          tCrA_hi(v, 0, kb) = cutlass::tfloat32_t::bitcast(h);
-          tCrA_lo(v, 0, kb) = cutlass::tfloat32_t::bitcast(tf32_lo_bits(u, h));
-        }
-      }
-    };
 
     PipelineState smem_pipe_release = smem_pipe_read;
     // Each k-tile's products go to fresh accumulators, added into `accum` with IEEE adds once they are done. The
@@ -185,9 +219,10 @@ struct ThreeTf32Mainloop : Base {
     Tensor fresh = make_fragment_like(accum);
     clear(accum);  // 0 + the first k-tile's sums is those sums: no select in the add
     warpgroup_fence_operand(accum);
+    auto a_stage = [&](PipelineState state) { return a_thread + uint32_t(state.index()) * kStageABytes; };
     if (k_tile_count > 0) {
-      take_stage(smem_pipe_read);
-      load_a(smem_pipe_read.index());
+      take_stage(pipeline, smem_pipe_read, b_words, b_lo_words, thread_idx);
+      load_a(tCrA_hi, tCrA_lo, a_stage(smem_pipe_read), row8);
     }
     CUTLASS_PRAGMA_NO_UNROLL
     for (int k_tile = 0; k_tile < k_tile_count; ++k_tile) {
@@ -196,6 +231,7 @@ struct ThreeTf32Mainloop : Base {
         ++smem_pipe_release;
       }
       const int stage = smem_pipe_read.index();
+      ready_stage(pipeline, smem_pipe_read);
       warpgroup_fence_operand(fresh);
       warpgroup_fence_operand(tCrA_hi);
       warpgroup_fence_operand(tCrA_lo);
@@ -212,14 +248,14 @@ struct ThreeTf32Mainloop : Base {
       warpgroup_commit_batch();
       ++smem_pipe_read;
       const bool more = k_tile + 1 < k_tile_count;
-      if (more) take_stage(smem_pipe_read);  // while this k-tile's wgmmas run
+      if (more) take_stage(pipeline, smem_pipe_read, b_words, b_lo_words, thread_idx);  // while the wgmmas run
       warpgroup_wait<0>();
       warpgroup_fence_operand(fresh);
       warpgroup_fence_operand(tCrA_hi);
       warpgroup_fence_operand(tCrA_lo);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(accum); ++i) accum(i) += fresh(i);
-      if (more) load_a(smem_pipe_read.index());
+      if (more) load_a(tCrA_hi, tCrA_lo, a_stage(smem_pipe_read), row8);
     }
     warpgroup_fence_operand(accum);
   }
@@ -228,7 +264,7 @@ struct ThreeTf32Mainloop : Base {
 
 // The mainloop type: CUTLASS's builder picks the TF32 wgmma atom and swizzled shared-memory layouts for float
 // operands; the same collective is then instantiated on uint32_t operands and extended with the split.
-template <class TileShape, class ClusterShape, int Stages>
+template <class TileShape, class ClusterShape, int Stages, ThreeTf32Schedule kSchedule>
 struct ThreeTf32MainloopOf {
   using Built = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, float, cutlass::layout::RowMajor, 4, float,
@@ -239,7 +275,7 @@ struct ThreeTf32MainloopOf {
       typename Built::TiledMma, typename Built::GmemTiledCopyA, typename Built::SmemLayoutAtomA,
       typename Built::SmemCopyAtomA, typename Built::TransformA, typename Built::GmemTiledCopyB,
       typename Built::SmemLayoutAtomB, typename Built::SmemCopyAtomB, typename Built::TransformB>;
-  using type = ThreeTf32Mainloop<Raw>;
+  using type = ThreeTf32Mainloop<Raw, kSchedule>;
 };
 
 }  // namespace cutlass_gemm
