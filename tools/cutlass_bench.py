@@ -1,6 +1,6 @@
 """Check, time and measure the accuracy of the CUTLASS GemmGroupNormAct kernel (GroupNorm in the GEMM's epilogue).
 
-    python tools/cutlass_bench.py smoke [--quick]      # every mode / configuration, small, vs float64 (sanitizers)
+    python tools/cutlass_bench.py smoke [--quick] [--modes 3xtf32]  # every mode / configuration, small, vs float64
     python tools/cutlass_bench.py bench [--json F]     # models 1-3 at 1024 x 8192 x 8192: fused / cuBLAS GEMM alone
     python tools/cutlass_bench.py accuracy [--json F]  # 3xTF32 vs eager FP32 against float64, several K and inputs
     python tools/cutlass_bench.py profile [--model m1 --precision tf32 --config 1]  # 3 calls, for ncu
@@ -32,7 +32,7 @@ MODELS = {  # the reference models' fused nodes (tools/kernel_bench.py names)
     "m2": dict(num_groups=512, post="add(@0)", reduce="min"),
     "m3": dict(num_groups=256, pre="add(@0);hardtanh(-1,1);mish"),
 }
-CONFIGS = {"tf32": 3, "bf16": 3, "fp16": 1}  # CUTLASS tile configurations built per precision (gemm_choice.cpp)
+CONFIGS = {"tf32": 3, "bf16": 3, "fp16": 1, "3xtf32": 2}  # CUTLASS configurations built per mode (gemm_choice.cpp)
 
 
 def attrs(**kw) -> catalog.FusedAttrs:
@@ -144,7 +144,7 @@ def max_err(got, want) -> float:
 
 # ---------------------------------------------------------------------------------------------------------------------
 
-def smoke(quick: bool = False) -> int:
+def smoke(quick: bool = False, modes=None) -> int:
     """Every mode and configuration at a small size (partial tiles, a reduction, chains) against float64; quick: the
     default configuration of each mode, the first two cases."""
     failures = 0
@@ -152,9 +152,12 @@ def smoke(quick: bool = False) -> int:
              (3, 32, 256, 256, "", "leaky_relu(0.01);mul(2)", "")]
     runs = [("tf32", torch.float32, 1, c) for c in range(1, CONFIGS["tf32"] + 1)]
     runs += [("bf16", torch.bfloat16, 1, c) for c in range(1, CONFIGS["bf16"] + 1)]
-    runs += [("fp16", torch.float16, 1, 1), ("3xtf32", torch.float32, 0, 1)]
+    runs += [("fp16", torch.float16, 1, 1)]
+    runs += [("3xtf32", torch.float32, 0, c) for c in range(1, CONFIGS["3xtf32"] + 1)]
     if quick:
         runs, cases = [r for r in runs if r[3] == 1], cases[:2]
+    if modes:
+        runs = [r for r in runs if r[0] in modes]
     for mode, dt, tf32, cfg in runs:
         opts = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2, cutlass_config=cfg)
         for M, K, C, G, pre, post, reduce in cases:
@@ -197,6 +200,12 @@ def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) 
                     f3 = Fused(t, a, abi.PlanOptions(fp32_gemm=2))
                     r["fused_3xtf32_ms"] = round(time_ms(f3, iters, warmup), 4)
                     r["kernels_3xtf32"] = f3.plan.kernels.split(" [")[0]
+                    want = f3()
+                    for cfg in range(1, CONFIGS["3xtf32"] + 1):  # the mainloop schedules: same sums, bit for bit
+                        f = Fused(t, a, abi.PlanOptions(fp32_gemm=2, cutlass_config=cfg))
+                        r[f"cfg{cfg}_ms"] = round(time_ms(f, iters, warmup), 4)
+                        r[f"cfg{cfg}"] = f.plan.kernels.split(",")[1]
+                        r[f"cfg{cfg}_bit_equal"] = bool(torch.equal(f(), want))
                 else:
                     a = attrs(allow_tf32=1, **kw)
                     auto = Fused(t, a)
@@ -222,6 +231,9 @@ def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) 
         if r["precision"] == "fp32":
             print(f"fp32      {r['model']}     {r['gemm_alone_ms']:.4f}    strict {r['fused_strict_cublaslt_ms']:.4f}"
                   f"  3xTF32 {r['fused_3xtf32_ms']:.4f}  eager {r['eager_ms']:.4f}")
+            for c in range(1, CONFIGS["3xtf32"] + 1):
+                print(f"          3xTF32 config {c} {r[f'cfg{c}']:50s} {r[f'cfg{c}_ms']:.4f} ms"
+                      f"{'' if r[f'cfg{c}_bit_equal'] else '  NOT bit-equal to the default'}")
         else:
             def cfg_text(c):
                 extra = [f"{k} {r[f'cfg{c}_{k}_ms']:.4f}" for k in ("quads", "store_only") if f"cfg{c}_{k}_ms" in r]
@@ -239,7 +251,7 @@ def profile(model: str, prec: str, config: int, calls: int) -> int:
     dtype = {"tf32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[prec]
     t = inputs(M, K, C, dtype, 1)
     three = prec == "fp32"  # strict float32 through the 3xTF32 kernel (it has one configuration)
-    options = abi.PlanOptions(gemm_kernel=2, fp32_gemm=2) if three else \
+    options = abi.PlanOptions(gemm_kernel=2, fp32_gemm=2, cutlass_config=config) if three else \
         abi.PlanOptions(gemm_kernel=2, cutlass_config=config)
     f = Fused(t, attrs(allow_tf32=0 if three else 1, **MODELS[model]), options)
     for _ in range(calls):
@@ -292,6 +304,7 @@ def main(argv=None) -> int:
     p.add_argument("--iters", type=int, default=25)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="smoke: the default configuration of each mode only")
+    p.add_argument("--modes", nargs="+", choices=sorted(CONFIGS), help="smoke: these modes only")
     p.add_argument("--model", default="m1", choices=sorted(MODELS), help="profile: the model")
     p.add_argument("--precision", default="tf32", choices=["tf32", "bf16", "fp16", "fp32"],
                    help="profile: the precision (fp32: 3xTF32)")
@@ -306,7 +319,7 @@ def main(argv=None) -> int:
         print("cutlass_bench: libfusedops was built without the CUTLASS kernels", file=sys.stderr)
         return 2
     if args.what == "smoke":
-        return smoke(args.quick)
+        return smoke(args.quick, args.modes)
     if args.what == "profile":
         return profile(args.model, args.precision, args.config, 3)
     res = bench(args.iters, args.warmup, args.precisions) if args.what == "bench" else accuracy()

@@ -114,5 +114,8 @@ int main() {
   rc |= check<KernelOf<Mode::BF16, 64, 256, 64, 2, true>>("bf16 pingpong 64x256");
   rc |= check<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false>>("3xtf32 coop 128x128");
   rc |= check_three_tf32_a<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false>>("3xtf32 coop 128x128");
+  // the other schedule: the same layouts; its shared memory (no split barriers) and shapes
+  rc |= check<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false, ThreeTf32Schedule::kNamedBarrier>>(
+      "3xtf32 named barrier");
   return rc;
 }

@@ -311,6 +311,23 @@ def test_automatic_float32_plans_run_3xtf32():
     assert_close(strict, ref(x, w, b, gamma, beta, extras, a), 2e-4, "strict FP32")
 
 
+@pytest.mark.parametrize("M,K,C,G", [(1000, 520, 1024, 64), (2048, 4096, 2048, 128), (3, 40, 256, 16)])
+def test_3xtf32_schedules_compute_the_same_bits(M, K, C, G):
+    """The 3xTF32 mainloop schedules (per-stage mbarriers or a named barrier after W's split) change only when
+    things happen, not the arithmetic: the named barrier's output must be the default's bit for bit (partial tiles in
+    M and K included), and the plans must name them."""
+    x, w, b, gamma, beta, extras = inputs(M, K, C, M + 2)
+    a = attrs(num_groups=G, pre="add(@0);hardtanh(-3,3)", post="relu", reduce="min" if G == 64 else "",
+              allow_tf32=0)
+    want, default = run(x, w, b, gamma, beta, extras, a, THREE_TF32)
+    assert default.startswith("cutlass_gn_gemm(3xtf32,coop128x128x32_split_barriers,"), default
+    got, kernels = run(x, w, b, gamma, beta, extras, a,
+                       abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2, cutlass_config=2))
+    assert kernels.startswith("cutlass_gn_gemm(3xtf32,coop128x128x32_named_barrier,"), kernels
+    assert not torch.isnan(want).any()
+    assert torch.equal(got, want), f"max difference {(got - want).abs().max().item():.3g}"
+
+
 def test_3xtf32_on_the_reference_shape():
     """Model 3 at bench size: within 1e-3 of float64 (TF32 is at 1e-2), sampled rows."""
     x, w, b, gamma, beta, extras = inputs(1024, 8192, 8192, 12)
