@@ -16,6 +16,12 @@ namespace {
 // on every well-conditioned case (was 4-17 x), and it runs in 1.62-1.66 ms where cuBLASLt's strict GEMM takes 2.7.
 constexpr bool kFloat32Uses3xTf32 = true;
 
+// THE switch for automatic plans at TF32 / 16-bit. False, measured (H200, 2026-11-23 and -26, docs/kernels.md): the
+// CUTLASS kernel is correct but 1.04-1.3x (TF32) and 1.1-1.75x (BF16 / FP16) the time of cuBLASLt + the GroupNorm
+// epilogue, so there it runs only when the plan options force it (gemm_kernel = 2); where it would apply the reason
+// says so. Strict float32's 3xTF32 follows kFloat32Uses3xTf32 alone.
+constexpr bool kCutlassAutomatic = false;
+
 // The skinny kernel in automatic plans, up to the rows where it measured faster than cuBLASLt (H200, 2026-11-23,
 // tools/skinny_bench.py, W 8192 x 8192; docs/kernels.md): float32 0.59-0.86x up to 8 rows (TF32 and strict), 1.9x
 // at 16; float16 0.90-0.96x up to 4 rows; bfloat16 never (cuBLASLt already streams W at 3.5 TB/s: 1.06x).
@@ -226,10 +232,18 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
     *out = c;
     return FUSEDOPS_OK;
   }
+  const std::string applies = std::string("CUTLASS ") + mode_name(c.mode) + " " + t.name + ": sm_90, groups of " +
+                              std::to_string(gn.C / gn.num_groups) + " channels inside the " +
+                              std::to_string(t.tile_n) + "-channel tile";
+  if (!kCutlassAutomatic && c.mode != Mode::THREE_TF32) {
+    c.kernel = FUSEDOPS_GEMM_CUBLASLT;
+    c.why = "cuBLASLt: " + applies + " would apply, but at TF32 / 16-bit it is held back (slower than cuBLASLt + the " +
+            "GroupNorm epilogue; gemm_kernel = 2 forces it)";
+    *out = c;
+    return FUSEDOPS_OK;
+  }
   c.kernel = FUSEDOPS_GEMM_CUTLASS;
-  c.why = std::string("CUTLASS ") + mode_name(c.mode) + " " + t.name + ": sm_90, groups of " +
-          std::to_string(gn.C / gn.num_groups) + " channels inside the " + std::to_string(t.tile_n) +
-          "-channel tile";
+  c.why = applies;
   *out = c;
   return FUSEDOPS_OK;
 }

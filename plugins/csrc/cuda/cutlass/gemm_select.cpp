@@ -11,14 +11,6 @@ namespace fusedops {
 namespace cuda {
 namespace cutlass_gemm {
 
-namespace {
-// THE switch for production plans at TF32 / 16-bit. False, measured (H200, 2026-11-23 and -26, docs/kernels.md): the
-// CUTLASS kernel is correct but 1.04-1.3x (TF32) and 1.1-1.75x (BF16 / FP16) the time of cuBLASLt + the GroupNorm
-// epilogue, so there the rule's choice of CUTLASS is applied only when the plan options force it (gemm_kernel = 2).
-// Strict float32's 3xTF32 has its own switch in the rule (gemm_choice.cpp, kFloat32Uses3xTf32), applied as chosen.
-constexpr bool kCutlassAutomatic = false;
-}  // namespace
-
 int plan_if_chosen(const fusedops_op_desc& d, const fusedops_plan_options& o, int device, FusedGemmPlanPtr* out,
                    size_t* workspace, std::string* kernels, int32_t* chosen, char* err, size_t err_len) {
   fusedops_gemm_device dev{};
@@ -33,13 +25,8 @@ int plan_if_chosen(const fusedops_op_desc& d, const fusedops_plan_options& o, in
   gemm_choice::Choice choice;
   int rc = gemm_choice::choose(d, dev, o, &choice, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
-  *chosen = choice.kernel;
+  *chosen = choice.kernel;  // the rule is the production choice (gemm_choice.cpp: its switches included)
   if (choice.kernel != FUSEDOPS_GEMM_CUTLASS) return FUSEDOPS_OK;
-  const bool forced = o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || o.fp32_gemm == 2;
-  if (!kCutlassAutomatic && !forced && choice.mode != gemm_choice::Mode::THREE_TF32) {
-    *chosen = FUSEDOPS_GEMM_CUBLASLT;
-    return FUSEDOPS_OK;
-  }
   size_t bytes = 0;
   std::string text;
   rc = make_fused_gemm_plan(d, choice, device, dev.sm_count, out, &bytes, &text, err, err_len);
