@@ -6,8 +6,9 @@
 //        -isystem third_party/cutlass/include tools/cutlass_layout_check.cu -o cutlass_layout_check
 // For the 3xTF32 mainloop, also the shared-memory address of every value of each thread's register A fragment, which
 // three_tf32_mainloop.cuh computes by hand, against CuTe's register-A partition and the stage's swizzled layout.
-// Also checks, per configuration, that the kernel fits the 227 KiB of shared memory an sm_90 block may use and that
-// CUTLASS's can_implement accepts the shapes the planner gives it (reference and odd ones).
+// Also checks, for every row of gemm_choice.h's tables (the kernels the library builds), that the kernel fits the
+// 227 KiB of shared memory an sm_90 block may use and that CUTLASS's can_implement accepts the shapes the planner gives
+// it (reference and odd ones).
 // (tools/gpu/device_cutlass.sh runs it; exit 0 when every configuration passes.)
 #include <cstdio>
 
@@ -108,14 +109,21 @@ int check_three_tf32_a(const char* name) {
 
 int main() {
   int rc = 0;
-  rc |= check<KernelOf<Mode::TF32, 128, 256, 32, 2, false>>("tf32 coop 128x256");
-  rc |= check<KernelOf<Mode::TF32, 64, 256, 32, 2, true>>("tf32 pingpong 64x256");
-  rc |= check<KernelOf<Mode::BF16, 128, 256, 64, 2, false>>("bf16 coop 128x256");
-  rc |= check<KernelOf<Mode::BF16, 64, 256, 64, 2, true>>("bf16 pingpong 64x256");
-  rc |= check<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false>>("3xtf32 coop 128x128");
-  rc |= check_three_tf32_a<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false>>("3xtf32 coop 128x128");
-  // the other schedule: the same layouts; its shared memory (no split barriers) and shapes
-  rc |= check<KernelOf<Mode::THREE_TF32, 128, 128, 32, 1, false, ThreeTf32Schedule::kNamedBarrier>>(
-      "3xtf32 named barrier");
+  // every row of gemm_choice.h's tables, as the kernel files instantiate it
+  rc |= check<KernelOfConfig<Mode::TF32, 0>>("tf32 config 0");
+  rc |= check<KernelOfConfig<Mode::TF32, 1>>("tf32 config 1");
+  rc |= check<KernelOfConfig<Mode::TF32, 2>>("tf32 config 2");
+  rc |= check<KernelOfConfig<Mode::BF16, 0>>("bf16 config 0");
+  rc |= check<KernelOfConfig<Mode::BF16, 1>>("bf16 config 1");
+  rc |= check<KernelOfConfig<Mode::BF16, 2>>("bf16 config 2");
+  rc |= check<KernelOfConfig<Mode::FP16, 0>>("fp16 config 0");
+  rc |= check<KernelOfConfig<Mode::THREE_TF32, 0>>("3xtf32 config 0");
+  rc |= check<KernelOfConfig<Mode::THREE_TF32, 1>>("3xtf32 config 1");
+  static_assert(fusedops::gemm_choice::config_count(Mode::TF32) == 3 &&
+                    fusedops::gemm_choice::config_count(Mode::BF16) == 3 &&
+                    fusedops::gemm_choice::config_count(Mode::FP16) == 1 &&
+                    fusedops::gemm_choice::config_count(Mode::THREE_TF32) == 2,
+                "a table row without a check above");
+  rc |= check_three_tf32_a<KernelOfConfig<Mode::THREE_TF32, 0>>("3xtf32 config 0");
   return rc;
 }

@@ -154,25 +154,21 @@ class FusedKernelImpl final : public FusedKernel {
   int cluster_m_ = 1;
 };
 
-// Defines the factory NAME for the configuration CFG of MODE; the tile must match gemm_choice's table. SCHEDULE: the
-// 3xTF32 mainloop's (three_tf32_mainloop.cuh; other modes ignore it).
-#define FUSEDOPS_CUTLASS_FACTORY_SCHEDULED(NAME, MODE, CFG, TM, TN, TK, CLUSTER_M, PINGPONG, SCHEDULE)              \
+// The kernel of configuration CFG of MODE: tile, cluster, kind and (3xTF32) mainloop schedule from gemm_choice.h's
+// table, so a row and its kernel cannot disagree.
+template <gemm_choice::Mode MODE, int CFG>
+using KernelOfConfig =
+    KernelOf<MODE, gemm_choice::config_of(MODE, CFG).tile_m, gemm_choice::config_of(MODE, CFG).tile_n,
+             gemm_choice::config_of(MODE, CFG).tile_k, gemm_choice::config_of(MODE, CFG).cluster_m,
+             gemm_choice::config_of(MODE, CFG).pingpong, ThreeTf32Schedule(gemm_choice::config_of(MODE, CFG).schedule)>;
+
+// Defines the factory NAME of configuration CFG of MODE.
+#define FUSEDOPS_CUTLASS_FACTORY(NAME, MODE, CFG)                                                                   \
+  static_assert((CFG) >= 0 && (CFG) < gemm_choice::config_count(MODE), #NAME ": no such row in gemm_choice.h");    \
   int NAME(const GemmShape& s, const GnEpilogueParams& epi, int device, int sm_count, FusedKernelPtr* out,            \
            char* err, size_t err_len) {                                                                              \
-    int count = 0;                                                                                                    \
-    const gemm_choice::TileConfig* cfg = gemm_choice::configs(MODE, &count);                                         \
-    if (CFG >= count || cfg[CFG].tile_m != TM || cfg[CFG].tile_n != TN || cfg[CFG].tile_k != TK ||                   \
-        cfg[CFG].cluster_m != CLUSTER_M || cfg[CFG].pingpong != PINGPONG ||                                           \
-        (MODE == gemm_choice::Mode::THREE_TF32 && cfg[CFG].schedule != int(SCHEDULE)))                                \
-      return core::set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,                                                \
-                               "GemmGroupNormAct: CUTLASS kernel " #NAME " does not match gemm_choice's table");     \
-    return FusedKernelImpl<KernelOf<MODE, TM, TN, TK, CLUSTER_M, PINGPONG, SCHEDULE>>::create(s, epi, device,        \
-                                                                                             sm_count, out, err,     \
-                                                                                             err_len);               \
+    return FusedKernelImpl<KernelOfConfig<MODE, CFG>>::create(s, epi, device, sm_count, out, err, err_len);         \
   }
-#define FUSEDOPS_CUTLASS_FACTORY(NAME, MODE, CFG, TM, TN, TK, CLUSTER_M, PINGPONG)    \
-  FUSEDOPS_CUTLASS_FACTORY_SCHEDULED(NAME, MODE, CFG, TM, TN, TK, CLUSTER_M, PINGPONG, \
-                                     ThreeTf32Schedule::kSplitBarriers)
 
 }  // namespace cutlass_gemm
 }  // namespace cuda

@@ -28,33 +28,6 @@ constexpr bool kCutlassAutomatic = false;
 constexpr bool kSkinnyAutomatic = true;
 int64_t skinny_auto_rows(int32_t dtype) { return dtype == FUSEDOPS_F32 ? 8 : dtype == FUSEDOPS_F16 ? 4 : 0; }
 
-// Tile configurations (the default first). Models 1-3 (C = 8192, groups of 16 / 32 channels) fit all of them.
-constexpr TileConfig kTf32[] = {
-    {128, 256, 32, 2, false, "coop128x256x32_cluster2"},
-    {128, 256, 32, 1, false, "coop128x256x32"},
-    {64, 256, 32, 2, true, "pingpong64x256x32_cluster2"},
-};
-constexpr TileConfig kBf16[] = {
-    {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
-    {128, 256, 64, 1, false, "coop128x256x64"},
-    {64, 256, 64, 2, true, "pingpong64x256x64_cluster2"},
-};
-constexpr TileConfig kFp16[] = {
-    {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
-};
-// 3xTF32 keeps a second (low-part) copy of every stage in shared memory, so its stages are half the size. One tile,
-// two mainloop schedules (three_tf32_mainloop.cuh: per-stage mbarriers or a named barrier after W's split).
-constexpr TileConfig kThreeTf32[] = {
-    {128, 128, 32, 1, false, "coop128x128x32_split_barriers", 1},
-    {128, 128, 32, 1, false, "coop128x128x32_named_barrier", 0},
-};
-
-template <size_t N>
-const TileConfig* table(const TileConfig (&t)[N], int* count) {
-  *count = int(N);
-  return t;
-}
-
 const char* mode_name(Mode m) {
   switch (m) {
     case Mode::TF32: return "tf32";
@@ -130,12 +103,9 @@ std::string skinny_blocker(const fusedops_op_desc& d, bool three) {
 }  // namespace
 
 const TileConfig* configs(Mode mode, int* count) {
-  switch (mode) {
-    case Mode::TF32: return table(kTf32, count);
-    case Mode::BF16: return table(kBf16, count);
-    case Mode::FP16: return table(kFp16, count);
-    default: return table(kThreeTf32, count);
-  }
+  *count = config_count(mode);
+  return &config_of(mode, 0);
+}
 }
 
 int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fusedops_plan_options& o, Choice* out,

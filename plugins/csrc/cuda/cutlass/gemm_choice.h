@@ -32,6 +32,47 @@ struct TileConfig {
   int schedule = 0;  // 3xTF32: the mainloop's ThreeTf32Schedule (three_tf32_mainloop.cuh)
 };
 
+// The configurations built for each mode, the default first. The kernel files instantiate them from these tables
+// (fused_kernel.cuh's FUSEDOPS_CUTLASS_FACTORY), so a row and its kernel cannot disagree. Models 1-3 (C = 8192,
+// groups of 16 / 32 channels) fit all of them.
+inline constexpr TileConfig kTf32Configs[] = {
+    {128, 256, 32, 2, false, "coop128x256x32_cluster2"},
+    {128, 256, 32, 1, false, "coop128x256x32"},
+    {64, 256, 32, 2, true, "pingpong64x256x32_cluster2"},
+};
+inline constexpr TileConfig kBf16Configs[] = {
+    {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
+    {128, 256, 64, 1, false, "coop128x256x64"},
+    {64, 256, 64, 2, true, "pingpong64x256x64_cluster2"},
+};
+inline constexpr TileConfig kFp16Configs[] = {
+    {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
+};
+// 3xTF32 keeps a second (low-part) copy of every stage in shared memory, so its stages are half the size. One tile,
+// two mainloop schedules (three_tf32_mainloop.cuh: per-stage mbarriers or a named barrier after W's split).
+inline constexpr TileConfig kThreeTf32Configs[] = {
+    {128, 128, 32, 1, false, "coop128x128x32_split_barriers", 1},
+    {128, 128, 32, 1, false, "coop128x128x32_named_barrier", 0},
+};
+
+template <size_t N>
+constexpr int count_of(const TileConfig (&)[N]) {
+  return int(N);
+}
+// How many configurations a mode has, and configuration i of it (i < config_count(mode)).
+constexpr int config_count(Mode mode) {
+  return mode == Mode::TF32   ? count_of(kTf32Configs)
+         : mode == Mode::BF16 ? count_of(kBf16Configs)
+         : mode == Mode::FP16 ? count_of(kFp16Configs)
+                              : count_of(kThreeTf32Configs);
+}
+constexpr const TileConfig& config_of(Mode mode, int i) {
+  return mode == Mode::TF32   ? kTf32Configs[i]
+         : mode == Mode::BF16 ? kBf16Configs[i]
+         : mode == Mode::FP16 ? kFp16Configs[i]
+                              : kThreeTf32Configs[i];
+}
+
 // The configurations built for a mode, the default first; *count receives how many.
 const TileConfig* configs(Mode mode, int* count);
 

@@ -1,5 +1,7 @@
-// The CUTLASS instantiations by (mode, configuration), in the order of gemm_choice.cpp's tables. Each factory is
+// The CUTLASS instantiations by (mode, configuration), in the order of gemm_choice.h's tables. Each factory is
 // defined in its own kernel_<mode>_<config>.cu.
+#include <iterator>
+
 #include "cuda/cutlass/fused_kernel.h"
 
 namespace fusedops {
@@ -21,19 +23,19 @@ FUSEDOPS_DECLARE(make_three_tf32_1)
 #undef FUSEDOPS_DECLARE
 
 FusedKernelFactory factory(gemm_choice::Mode mode, int config) {
-  static const FusedKernelFactory tf32[] = {make_tf32_0, make_tf32_1, make_tf32_2};
-  static const FusedKernelFactory bf16[] = {make_bf16_0, make_bf16_1, make_bf16_2};
-  static const FusedKernelFactory fp16[] = {make_fp16_0};
-  static const FusedKernelFactory three[] = {make_three_tf32_0, make_three_tf32_1};
-  const FusedKernelFactory* table = tf32;
-  int n = 3;
-  switch (mode) {
-    case gemm_choice::Mode::TF32: break;
-    case gemm_choice::Mode::BF16: table = bf16, n = 3; break;
-    case gemm_choice::Mode::FP16: table = fp16, n = 1; break;
-    default: table = three, n = 2; break;
-  }
-  return config >= 0 && config < n ? table[config] : nullptr;
+  using gemm_choice::Mode;
+  static constexpr FusedKernelFactory tf32[] = {make_tf32_0, make_tf32_1, make_tf32_2};
+  static constexpr FusedKernelFactory bf16[] = {make_bf16_0, make_bf16_1, make_bf16_2};
+  static constexpr FusedKernelFactory fp16[] = {make_fp16_0};
+  static constexpr FusedKernelFactory three[] = {make_three_tf32_0, make_three_tf32_1};
+  static_assert(std::size(tf32) == gemm_choice::config_count(Mode::TF32) &&
+                    std::size(bf16) == gemm_choice::config_count(Mode::BF16) &&
+                    std::size(fp16) == gemm_choice::config_count(Mode::FP16) &&
+                    std::size(three) == gemm_choice::config_count(Mode::THREE_TF32),
+                "one factory (kernel_<mode>_<n>.cu) for every row of gemm_choice.h's tables");
+  const FusedKernelFactory* table = mode == Mode::TF32 ? tf32 : mode == Mode::BF16 ? bf16 : mode == Mode::FP16 ? fp16
+                                                                                                              : three;
+  return config >= 0 && config < gemm_choice::config_count(mode) ? table[config] : nullptr;
 }
 
 }  // namespace cutlass_gemm

@@ -1,11 +1,11 @@
-// CUTLASS GroupNorm GEMM, tf32 configuration 2: 64x256x32 pingpong, cluster 2x1 (one instantiation a
-// file, so builds compile them in parallel; the tile must match gemm_choice.cpp's table, checked at plan time).
+// CUTLASS GroupNorm GEMM, tf32 configuration 2 of gemm_choice.h's table (one instantiation a file, so builds compile
+// them in parallel).
 #include "cuda/cutlass/fused_kernel.cuh"
 
 namespace fusedops {
 namespace cuda {
 namespace cutlass_gemm {
-FUSEDOPS_CUTLASS_FACTORY(make_tf32_2, gemm_choice::Mode::TF32, 2, 64, 256, 32, 2, true)
+FUSEDOPS_CUTLASS_FACTORY(make_tf32_2, gemm_choice::Mode::TF32, 2)
 }  // namespace cutlass_gemm
 }  // namespace cuda
 }  // namespace fusedops
