@@ -106,7 +106,6 @@ const TileConfig* configs(Mode mode, int* count) {
   *count = config_count(mode);
   return &config_of(mode, 0);
 }
-}
 
 int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fusedops_plan_options& o, Choice* out,
            char* err, size_t err_len) {
