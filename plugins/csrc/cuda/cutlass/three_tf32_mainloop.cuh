@@ -66,8 +66,7 @@ struct ThreeTf32Mainloop : Base {
   using typename Base::TiledMma;
   using typename Base::TileShape;
 
-  using S = ThreeTf32Schedule;
-  static constexpr bool kSplitBarriers = kSchedule == S::kSplitBarriers;
+  static constexpr bool kSplitBarriers = kSchedule == ThreeTf32Schedule::kSplitBarriers;
   static constexpr int kStages = Base::DispatchPolicy::Stages;
   static constexpr int kMathThreads = cute::size(TiledMma{});
   using MainloopPipeline = cute::conditional_t<kSplitBarriers, SplitBarrierPipeline<kStages, kMathThreads>,
@@ -125,12 +124,10 @@ struct ThreeTf32Mainloop : Base {
   CUTLASS_HOST_DEVICE static uint32_t a_row8(uint32_t thread_address) { return (thread_address >> 7) & 7u; }
   static_assert(kStageB % (4 * kMathThreads) == 0, "every math thread splits whole 16-byte vectors");
 
-  // W's hi in place and lo into the lo buffer: this thread's share (of kThreads) of one stage.
-  template <int kThreads, int kUnroll>
+  // W's hi in place and lo into the lo buffer, for this thread's share of one stage.
   CUTLASS_DEVICE static void split(uint32_t* hi, uint32_t* lo, int thread_idx) {
-    static_assert(kStageB % (4 * kThreads) == 0, "whole 16-byte vectors a thread");
-#pragma unroll kUnroll
-    for (int i = 4 * thread_idx; i < kStageB; i += 4 * kThreads) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 4 * thread_idx; i < kStageB; i += 4 * kMathThreads) {
       uint4 x = *reinterpret_cast<const uint4*>(hi + i);
       uint4 l;
       uint32_t* xs = reinterpret_cast<uint32_t*>(&x);
@@ -168,7 +165,7 @@ struct ThreeTf32Mainloop : Base {
     auto barrier_token = pipeline.consumer_try_wait(state);
     pipeline.consumer_wait(state, barrier_token);
     const int stage = state.index();
-    split<kMathThreads, 8>(b_words + stage * kStageB, b_lo_words + stage * kStageB, thread_idx);
+    split(b_words + stage * kStageB, b_lo_words + stage * kStageB, thread_idx);
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
     if constexpr (kSplitBarriers)
       pipeline.arrive_split(state);
