@@ -67,9 +67,7 @@ void FusedGemmPlanDeleter::operator()(FusedGemmPlan* p) const { delete p; }
 int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& choice, int device, int sm_count,
                          FusedGemmPlanPtr* out, size_t* workspace, std::string* text, char* err, size_t err_len) {
   const fusedops_groupnorm_desc& gn = d.d.gn;
-  int count = 0;
-  const gemm_choice::TileConfig* cfg = gemm_choice::configs(choice.mode, &count);
-  const FusedKernelFactory make = choice.config < count ? factory(choice.mode, choice.config) : nullptr;
+  const FusedKernelFactory make = factory(choice.mode, choice.config);  // (nullptr outside the table)
   if (!make)
     return core::set_message(err, err_len, FUSEDOPS_ERR_NOT_BUILT,
                              "GemmGroupNormAct: CUTLASS %s configuration %d is not built", mode_text(choice.mode),
@@ -88,7 +86,7 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
   const GemmShape shape{int(gn.N), int(gn.C), int(d.d.K)};
   int rc = make(shape, e, device, sm_count, &p->kernel, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
-  const gemm_choice::TileConfig& t = cfg[choice.config];
+  const gemm_choice::TileConfig& t = gemm_choice::config_of(choice.mode, choice.config);
   p->tiles_n = int((gn.C + t.tile_n - 1) / t.tile_n);
   p->x_dtype = gn.x_dtype;
   p->pair_bytes = gn.x_dtype == FUSEDOPS_F32 ? 8 : 4;

@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include <algorithm>
+
 #include "core/message.h"
 
 namespace fusedops {
@@ -48,7 +50,7 @@ std::string rows_not_16_byte_vectors(const fusedops_op_desc& d) {
 
 // Why the CUTLASS kernel cannot run `d` here ("" when it can), for the chosen mode and configuration.
 std::string cutlass_blocker(const fusedops_op_desc& d, const fusedops_gemm_device& dev, bool strict_fp32, bool three,
-                            const TileConfig* cfg, int config_count, int config) {
+                            Mode mode, int config) {
   const fusedops_groupnorm_desc& gn = d.d.gn;
   char buf[256];
   if (!dev.has_cutlass) return "this library was built without the CUTLASS kernels";
@@ -58,9 +60,9 @@ std::string cutlass_blocker(const fusedops_op_desc& d, const fusedops_gemm_devic
     return buf;
   }
   if (strict_fp32 && !three) return "strict FP32 (allow_tf32 = 0) runs on cuBLASLt while 3xTF32 is off";
-  if (config < 0 || config >= config_count) {
+  if (config < 0 || config >= config_count(mode)) {
     snprintf(buf, sizeof buf, "cutlass_config %d: this precision has configurations 1..%d", config + 1,
-             config_count);
+             config_count(mode));
     return buf;
   }
   if (d.d.K == 0) return "K = 0 (no GEMM to run)";
@@ -75,9 +77,9 @@ std::string cutlass_blocker(const fusedops_op_desc& d, const fusedops_gemm_devic
              (long long)cg);
     return buf;
   }
-  if (cfg[config].tile_n % cg != 0) {
-    snprintf(buf, sizeof buf, "groups of %lld channels do not fit the %d-channel tile", (long long)cg,
-             cfg[config].tile_n);
+  const int tile_n = config_of(mode, config).tile_n;
+  if (tile_n % cg != 0) {
+    snprintf(buf, sizeof buf, "groups of %lld channels do not fit the %d-channel tile", (long long)cg, tile_n);
     return buf;
   }
   return "";
@@ -101,11 +103,6 @@ std::string skinny_blocker(const fusedops_op_desc& d, bool three) {
 }
 
 }  // namespace
-
-const TileConfig* configs(Mode mode, int* count) {
-  *count = config_count(mode);
-  return &config_of(mode, 0);
-}
 
 int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fusedops_plan_options& o, Choice* out,
            char* err, size_t err_len) {
@@ -137,8 +134,6 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
            : three                      ? Mode::THREE_TF32
                                         : Mode::TF32;
   c.config = o.cutlass_config > 0 ? o.cutlass_config - 1 : 0;
-  int count = 0;
-  const TileConfig* cfg = configs(c.mode, &count);
 
   if (o.gemm_kernel == FUSEDOPS_GEMM_CUBLASLT) {
     if (three_asked)
@@ -162,14 +157,14 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
     *out = c;
     return FUSEDOPS_OK;
   }
-  const std::string blocker = cutlass_blocker(d, dev, strict_fp32, three, cfg, count, c.config);
+  const std::string blocker = cutlass_blocker(d, dev, strict_fp32, three, c.mode, c.config);
   if (o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS || three_asked) {
     if (!blocker.empty())
       return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "GemmGroupNormAct: the CUTLASS kernel %s: %s",
                          o.gemm_kernel == FUSEDOPS_GEMM_CUTLASS ? "is forced" : "(3xTF32) is forced",
                          blocker.c_str());
     c.kernel = FUSEDOPS_GEMM_CUTLASS;
-    c.why = std::string("CUTLASS ") + mode_name(c.mode) + " " + cfg[c.config].name + ": forced by the plan options";
+    c.why = std::string("CUTLASS ") + mode_name(c.mode) + " " + config_of(c.mode, c.config).name + ": forced by the plan options";
     *out = c;
     return FUSEDOPS_OK;
   }
@@ -189,7 +184,7 @@ int choose(const fusedops_op_desc& d, const fusedops_gemm_device& dev, const fus
   }
   // Without split-K the CUTLASS kernel runs one CTA a tile: fewer tiles than SMs leave the GPU partly idle where
   // cuBLASLt splits K (e.g. batch 64 of the reference models gives 32 tiles for 132 SMs).
-  const TileConfig& t = cfg[c.config];
+  const TileConfig& t = config_of(c.mode, c.config);
   const int64_t cta_m = t.pingpong ? 2 * t.tile_m : t.tile_m;
   const int64_t tiles = ((gn.N + cta_m - 1) / cta_m) * ((gn.C + t.tile_n - 1) / t.tile_n);
   if (tiles < dev.sm_count) {
@@ -221,11 +216,8 @@ size_t cutlass_workspace_bound(const fusedops_op_desc& d) {
   const fusedops_groupnorm_desc& gn = d.d.gn;
   if (d.op != FUSEDOPS_OP_GEMM_GROUPNORM_ACT || gn.reduce == FUSEDOPS_REDUCE_NONE || gn.N <= 0 || gn.C <= 0) return 0;
   int narrowest = 1 << 30;
-  for (int m = 0; m < kModes; ++m) {
-    int count = 0;
-    const TileConfig* cfg = configs(Mode(m), &count);
-    for (int i = 0; i < count; ++i) narrowest = cfg[i].tile_n < narrowest ? cfg[i].tile_n : narrowest;
-  }
+  for (int m = 0; m < kModes; ++m)
+    for (int i = 0; i < config_count(Mode(m)); ++i) narrowest = std::min(narrowest, config_of(Mode(m), i).tile_n);
   const size_t tiles_n = size_t((gn.C + narrowest - 1) / narrowest);
   return 256 /* alignment of the caller's pointer */ + tiles_n * size_t(gn.N) * 8 /* RedState */;
 }

@@ -59,7 +59,7 @@ template <size_t N>
 constexpr int count_of(const TileConfig (&)[N]) {
   return int(N);
 }
-// How many configurations a mode has, and configuration i of it (i < config_count(mode)).
+// How many configurations a mode has (the default first), and configuration i of it (i < config_count(mode)).
 constexpr int config_count(Mode mode) {
   return mode == Mode::TF32   ? count_of(kTf32Configs)
          : mode == Mode::BF16 ? count_of(kBf16Configs)
@@ -73,13 +73,10 @@ constexpr const TileConfig& config_of(Mode mode, int i) {
                               : kThreeTf32Configs[i];
 }
 
-// The configurations built for a mode, the default first; *count receives how many.
-const TileConfig* configs(Mode mode, int* count);
-
 struct Choice {
   int32_t kernel = FUSEDOPS_GEMM_CUBLASLT;  // fusedops_gemm_kernel
   Mode mode = Mode::TF32;                   // CUTLASS only
-  int config = 0;                           // CUTLASS only: index into configs(mode)
+  int config = 0;                           // CUTLASS only: its row, config_of(mode, config)
   std::string why;                          // one line: why this kernel
 };
 
