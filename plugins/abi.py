@@ -183,6 +183,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fusedops_plan_kernels": (c_char_p, [c_void_p]),
         "fusedops_plan_run": (ctypes.c_int, [c_void_p, pp, c_int32, c_void_p, c_void_p, c_size_t, c_void_p,
                                              c_char_p, c_size_t]),
+        "fusedops_plan_prepared_weights_size": (c_size_t, [c_void_p]),
+        "fusedops_plan_prepare_weights": (ctypes.c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_void_p,
+                                                         c_char_p, c_size_t]),
+        "fusedops_plan_run_prepared": (ctypes.c_int, [c_void_p, pp, c_int32, c_void_p, c_void_p, c_void_p, c_size_t,
+                                                      c_void_p, c_char_p, c_size_t]),
         "fusedops_workspace_size": (c_size_t, [od]),
         "fusedops_groupnorm_act_check": (ctypes.c_int, [gn, c_char_p, c_size_t]),
         "fusedops_gemm_groupnorm_act_check": (ctypes.c_int, [gm, c_char_p, c_size_t]),
@@ -337,6 +342,8 @@ class Plan:
         self.device = device
         self.workspace = int(self._lib.fusedops_plan_workspace_size(self._ptr))
         self.kernels = self._lib.fusedops_plan_kernels(self._ptr).decode()
+        # bytes of W's prepared form the plan takes (3xTF32 GemmGroupNormAct plans); 0: none
+        self.prepared_weights = int(self._lib.fusedops_plan_prepared_weights_size(self._ptr))
 
     def __del__(self):
         if getattr(self, "_ptr", None) and self._ptr.value:
@@ -344,14 +351,26 @@ class Plan:
             self._ptr = c_void_p()
 
     def run(self, inputs: Sequence[int | None], y: int, workspace: int | None, workspace_bytes: int,
-            stream: int | None = None) -> None:
-        """Run on raw pointers (data_ptr() values; None for an absent bias)."""
+            stream: int | None = None, prepared: int | None = None) -> None:
+        """Run on raw pointers (data_ptr() values; None for an absent bias); ``prepared``: W's prepared form
+        (prepare_weights), or None."""
         arr = (c_void_p * max(1, len(inputs)))(*inputs)
         err = _err()
-        rc = self._lib.fusedops_plan_run(self._ptr, arr, len(inputs), y, workspace, workspace_bytes, stream, err,
-                                         len(err))
+        if prepared is None:
+            rc = self._lib.fusedops_plan_run(self._ptr, arr, len(inputs), y, workspace, workspace_bytes, stream, err,
+                                             len(err))
+        else:
+            rc = self._lib.fusedops_plan_run_prepared(self._ptr, arr, len(inputs), prepared, y, workspace,
+                                                      workspace_bytes, stream, err, len(err))
         if rc != OK:
             _raise("fusedops_plan_run", rc, err)
+
+    def prepare_weights(self, w: int, prepared: int | None, prepared_bytes: int, stream: int | None = None) -> None:
+        """Write W's prepared form (``prepared_weights`` bytes) into the buffer at ``prepared`` (raw pointers)."""
+        err = _err()
+        rc = self._lib.fusedops_plan_prepare_weights(self._ptr, w, prepared, prepared_bytes, stream, err, len(err))
+        if rc != OK:
+            _raise("fusedops_plan_prepare_weights", rc, err)
 
 
 def gemm_kernel_choice(desc: OpDesc, device: GemmDevice, options: PlanOptions | None = None) -> tuple[int, str]:

@@ -142,7 +142,7 @@ def test_strict_fp32_follows_the_3xtf32_switch_and_the_option():
     else:
         assert "CUTLASS 3xtf32" in why
     kernel, why = choice(d, fp32_gemm=2)
-    assert kernel == abi.GEMM_CUTLASS and "CUTLASS 3xtf32 coop128x128x32_split_barriers:" in why
+    assert kernel == abi.GEMM_CUTLASS and "CUTLASS 3xtf32 coop128x128x32_cluster2_split_barriers:" in why
     kernel, why = choice(d, fp32_gemm=1)
     assert kernel == abi.GEMM_CUBLASLT and "3xTF32 is off" in why
     # fp32_gemm concerns float32 with allow_tf32 = 0 only (TF32 stays held back)
@@ -197,13 +197,15 @@ def test_tile_configurations_can_be_picked_for_ab_timing():
 
 
 def test_3xtf32_mainloop_schedules_can_be_picked():
-    """3xTF32 has one tile and two mainloop schedules (three_tf32_mainloop.cuh), picked like tile configurations; the
-    reason names the one the plan runs."""
-    assert "CUTLASS 3xtf32 coop128x128x32_split_barriers:" in choice(desc(allow_tf32=0), fp32_gemm=2)[1]
+    """3xTF32 has one tile, one CTA or a cluster of two, and two mainloop schedules (three_tf32_mainloop.cuh), picked
+    like tile configurations; the reason names the one the plan runs."""
+    assert "CUTLASS 3xtf32 coop128x128x32_cluster2_split_barriers:" in choice(desc(allow_tf32=0), fp32_gemm=2)[1]
     kernel, why = choice(desc(allow_tf32=0), fp32_gemm=2, cutlass_config=2)
+    assert kernel == abi.GEMM_CUTLASS and "CUTLASS 3xtf32 coop128x128x32_split_barriers:" in why, why
+    kernel, why = choice(desc(allow_tf32=0), fp32_gemm=2, cutlass_config=3)
     assert kernel == abi.GEMM_CUTLASS and "CUTLASS 3xtf32 coop128x128x32_named_barrier:" in why, why
-    with pytest.raises(FusedopsError, match="cutlass_config 3: this precision has configurations 1..2"):
-        choice(desc(allow_tf32=0), fp32_gemm=2, cutlass_config=3)
+    with pytest.raises(FusedopsError, match="cutlass_config 4: this precision has configurations 1..3"):
+        choice(desc(allow_tf32=0), fp32_gemm=2, cutlass_config=4)
 
 
 def test_forced_cublaslt_is_always_possible():

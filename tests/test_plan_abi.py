@@ -173,6 +173,26 @@ def test_plan_run_checks_pointers_and_counts():
         plan.run([t.data_ptr()] * 3 + [None], t.data_ptr(), None, 0)
 
 
+def test_cpu_plans_take_no_prepared_weights():
+    """Prepared weights are for 3xTF32 CUDA plans (tests/gpu/test_prepared_weights_gpu.py): a CPU plan reports size
+    0, refuses to prepare with the reason, and runs as usual when a buffer is passed anyway (W stays the truth)."""
+    d, shape = abi.describe(abi.parse_attributes(GEMM, _attrs(GEMM)), _gemm_inputs())
+    plan = abi.Plan(d, abi.DEVICE_CPU)
+    assert plan.prepared_weights == 0
+    g = _gen(4)
+    x, w, b, gamma, beta = (torch.randn(3, 6, generator=g), torch.randn(8, 6, generator=g),
+                            *(torch.rand(8, generator=g) + .5 for _ in range(3)))
+    junk = torch.full((2 * w.numel(),), float("nan"))
+    with pytest.raises(FusedopsError, match="takes no prepared weights"):
+        plan.prepare_weights(w.data_ptr(), junk.data_ptr(), junk.numel() * 4)
+    y = torch.full(shape, float("nan"))
+    ptrs = [t.data_ptr() for t in (x, w, b, gamma, beta)]
+    plan.run(ptrs, y.data_ptr(), None, 0, prepared=junk.data_ptr())
+    want = catalog.gemm_group_norm_act_reference(x.double(), w.double(), b.double(), gamma.double(), beta.double(),
+                                                 [], _attrs(GEMM))
+    torch.testing.assert_close(y.double(), want, rtol=1e-4, atol=1e-4)
+
+
 def test_plan_needs_a_complete_descriptor():
     d, _ = abi.describe(abi.parse_attributes(GN, _attrs(GN)), _gn_inputs((None, 8, 5)))
     with pytest.raises(FusedopsError, match="descriptor is incomplete"):

@@ -32,7 +32,7 @@ MODELS = {  # the reference models' fused nodes (tools/kernel_bench.py names)
     "m2": dict(num_groups=512, post="add(@0)", reduce="min"),
     "m3": dict(num_groups=256, pre="add(@0);hardtanh(-1,1);mish"),
 }
-CONFIGS = {"tf32": 3, "bf16": 3, "fp16": 1, "3xtf32": 2}  # CUTLASS configurations built per mode (gemm_choice.cpp)
+CONFIGS = {"tf32": 3, "bf16": 3, "fp16": 1, "3xtf32": 3}  # CUTLASS configurations built per mode (gemm_choice.cpp)
 
 
 def attrs(**kw) -> catalog.FusedAttrs:
@@ -40,19 +40,27 @@ def attrs(**kw) -> catalog.FusedAttrs:
 
 
 class Fused:
-    """A plan of the fused op for fixed tensors, callable (enqueue on the current stream)."""
+    """A plan of the fused op for fixed tensors, callable (enqueue on the current stream). prepared: W split once
+    (fusedops_plan_prepare_weights) and every call runs on that (3xTF32 plans)."""
 
-    def __init__(self, tensors, a, options=None):
+    def __init__(self, tensors, a, options=None, prepared=False):
         descs = [abi.tensor_desc(t.dtype, tuple(t.shape)) for t in tensors]
         d, shape = abi.describe(abi.parse_attributes(GEMM, a), descs)
         self.plan = abi.Plan(d, DEV.index or 0, options)
         self.y = torch.full(shape, float("nan"), dtype=tensors[0].dtype, device=DEV)
         self.ws = torch.empty(max(self.plan.workspace, 1), dtype=torch.uint8, device=DEV)
         self.ptrs = [t.data_ptr() for t in tensors]
+        self.prepared = None
+        if prepared:
+            assert self.plan.prepared_weights > 0, f"{self.plan.kernels} takes no prepared weights"
+            self.prepared = torch.full((self.plan.prepared_weights,), 0xFF, dtype=torch.uint8, device=DEV)
+            self.plan.prepare_weights(self.ptrs[1], self.prepared.data_ptr(), self.plan.prepared_weights,
+                                      torch.cuda.current_stream().cuda_stream)
 
     def __call__(self):
         self.plan.run(self.ptrs, self.y.data_ptr(), self.ws.data_ptr(), self.plan.workspace,
-                      torch.cuda.current_stream().cuda_stream)
+                      torch.cuda.current_stream().cuda_stream,
+                      None if self.prepared is None else self.prepared.data_ptr())
         return self.y
 
 
@@ -154,16 +162,18 @@ def smoke(quick: bool = False, modes=None) -> int:
     runs += [("bf16", torch.bfloat16, 1, c) for c in range(1, CONFIGS["bf16"] + 1)]
     runs += [("fp16", torch.float16, 1, 1)]
     runs += [("3xtf32", torch.float32, 0, c) for c in range(1, CONFIGS["3xtf32"] + 1)]
+    runs += [("3xtf32", torch.float32, 0, "prepared")]  # W split once (fusedops_plan_prepare_weights)
     if quick:
         runs, cases = [r for r in runs if r[3] == 1], cases[:2]
     if modes:
         runs = [r for r in runs if r[0] in modes]
     for mode, dt, tf32, cfg in runs:
-        opts = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2, cutlass_config=cfg)
+        prepared = cfg == "prepared"
+        opts = abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2, cutlass_config=1 if prepared else cfg)
         for M, K, C, G, pre, post, reduce in cases:
             t = inputs(M, K, C, dt, M + C)
             a = attrs(num_groups=G, pre=pre, post=post, reduce=reduce, allow_tf32=tf32)
-            f = Fused(t, a, opts)
+            f = Fused(t, a, opts, prepared)
             got = f()
             torch.cuda.synchronize()
             want = reference(t, a, slice(None))
@@ -201,11 +211,21 @@ def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) 
                     r["fused_3xtf32_ms"] = round(time_ms(f3, iters, warmup), 4)
                     r["kernels_3xtf32"] = f3.plan.kernels.split(" [")[0]
                     want = f3()
+                    fp = Fused(t, a, abi.PlanOptions(fp32_gemm=2), prepared=True)  # W split once
+                    r["fused_3xtf32_prepared_ms"] = round(time_ms(fp, iters, warmup), 4)
+                    r["prepared_bit_equal"] = bool(torch.equal(fp(), want))
+                    del fp
                     for cfg in range(1, CONFIGS["3xtf32"] + 1):  # the mainloop schedules: same sums, bit for bit
                         f = Fused(t, a, abi.PlanOptions(fp32_gemm=2, cutlass_config=cfg))
                         r[f"cfg{cfg}_ms"] = round(time_ms(f, iters, warmup), 4)
                         r[f"cfg{cfg}"] = f.plan.kernels.split(",")[1]
                         r[f"cfg{cfg}_bit_equal"] = bool(torch.equal(f(), want))
+                        if f.plan.prepared_weights:  # the configuration's twin on prepared weights
+                            del f
+                            f = Fused(t, a, abi.PlanOptions(fp32_gemm=2, cutlass_config=cfg), prepared=True)
+                            r[f"cfg{cfg}_prepared_ms"] = round(time_ms(f, iters, warmup), 4)
+                            r[f"cfg{cfg}_prepared_bit_equal"] = bool(torch.equal(f(), want))
+                        del f
                 else:
                     a = attrs(allow_tf32=1, **kw)
                     auto = Fused(t, a)
@@ -230,10 +250,14 @@ def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) 
     for r in rows:
         if r["precision"] == "fp32":
             print(f"fp32      {r['model']}     {r['gemm_alone_ms']:.4f}    strict {r['fused_strict_cublaslt_ms']:.4f}"
-                  f"  3xTF32 {r['fused_3xtf32_ms']:.4f}  eager {r['eager_ms']:.4f}")
+                  f"  3xTF32 {r['fused_3xtf32_ms']:.4f}  eager {r['eager_ms']:.4f}  3xTF32 on prepared W "
+                  f"{r['fused_3xtf32_prepared_ms']:.4f}{'' if r['prepared_bit_equal'] else ' NOT bit-equal'}")
             for c in range(1, CONFIGS["3xtf32"] + 1):
+                prep = "" if f"cfg{c}_prepared_ms" not in r else \
+                    f"  prepared W {r[f'cfg{c}_prepared_ms']:.4f} ms" + \
+                    ("" if r[f"cfg{c}_prepared_bit_equal"] else " NOT bit-equal")
                 print(f"          3xTF32 config {c} {r[f'cfg{c}']:50s} {r[f'cfg{c}_ms']:.4f} ms"
-                      f"{'' if r[f'cfg{c}_bit_equal'] else '  NOT bit-equal to the default'}")
+                      f"{'' if r[f'cfg{c}_bit_equal'] else '  NOT bit-equal to the default'}{prep}")
         else:
             def cfg_text(c):
                 extra = [f"{k} {r[f'cfg{c}_{k}_ms']:.4f}" for k in ("quads", "store_only") if f"cfg{c}_{k}_ms" in r]
@@ -245,7 +269,7 @@ def bench(iters: int, warmup: int, precisions=("tf32", "bf16", "fp16", "fp32")) 
     return res
 
 
-def profile(model: str, prec: str, config: int, calls: int) -> int:
+def profile(model: str, prec: str, config: int, calls: int, prepared: bool = False) -> int:
     """A few calls of one forced configuration, for ncu (--launch-skip 1 --launch-count 1 -k regex:device_kernel)."""
     M, K, C = 1024, 8192, 8192
     dtype = {"tf32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[prec]
@@ -253,7 +277,7 @@ def profile(model: str, prec: str, config: int, calls: int) -> int:
     three = prec == "fp32"  # strict float32 through the 3xTF32 kernel (it has one configuration)
     options = abi.PlanOptions(gemm_kernel=2, fp32_gemm=2, cutlass_config=config) if three else \
         abi.PlanOptions(gemm_kernel=2, cutlass_config=config)
-    f = Fused(t, attrs(allow_tf32=0 if three else 1, **MODELS[model]), options)
+    f = Fused(t, attrs(allow_tf32=0 if three else 1, **MODELS[model]), options, prepared)
     for _ in range(calls):
         f()
     torch.cuda.synchronize()
@@ -309,6 +333,7 @@ def main(argv=None) -> int:
     p.add_argument("--precision", default="tf32", choices=["tf32", "bf16", "fp16", "fp32"],
                    help="profile: the precision (fp32: 3xTF32)")
     p.add_argument("--config", type=int, default=1, help="profile: the tile configuration (1-based)")
+    p.add_argument("--prepared", action="store_true", help="profile: 3xTF32 on W split once (prepared weights)")
     p.add_argument("--precisions", nargs="+", default=["tf32", "bf16", "fp16", "fp32"],
                    choices=["tf32", "bf16", "fp16", "fp32"], help="bench: the precisions to time")
     args = p.parse_args(argv)
@@ -321,7 +346,7 @@ def main(argv=None) -> int:
     if args.what == "smoke":
         return smoke(args.quick, args.modes)
     if args.what == "profile":
-        return profile(args.model, args.precision, args.config, 3)
+        return profile(args.model, args.precision, args.config, 3, args.prepared)
     res = bench(args.iters, args.warmup, args.precisions) if args.what == "bench" else accuracy()
     if args.json:
         with open(args.json, "w") as f:

@@ -11,6 +11,7 @@
 // it (reference and odd ones).
 // (tools/gpu/device_cutlass.sh runs it; exit 0 when every configuration passes.)
 #include <cstdio>
+#include <iterator>
 
 #include "cuda/cutlass/fused_kernel.cuh"
 
@@ -119,11 +120,15 @@ int main() {
   rc |= check<KernelOfConfig<Mode::FP16, 0>>("fp16 config 0");
   rc |= check<KernelOfConfig<Mode::THREE_TF32, 0>>("3xtf32 config 0");
   rc |= check<KernelOfConfig<Mode::THREE_TF32, 1>>("3xtf32 config 1");
+  rc |= check<KernelOfConfig<Mode::THREE_TF32, 2>>("3xtf32 config 2");
+  rc |= check<PresplitKernelOfConfig<0>>("3xtf32 presplit 0");
+  rc |= check<PresplitKernelOfConfig<1>>("3xtf32 presplit 1");
   static_assert(fusedops::gemm_choice::config_count(Mode::TF32) == 3 &&
                     fusedops::gemm_choice::config_count(Mode::BF16) == 3 &&
                     fusedops::gemm_choice::config_count(Mode::FP16) == 1 &&
-                    fusedops::gemm_choice::config_count(Mode::THREE_TF32) == 2,
+                    fusedops::gemm_choice::config_count(Mode::THREE_TF32) == 3,
                 "a table row without a check above");
+  static_assert(std::size(fusedops::gemm_choice::kThreeTf32PresplitConfigs) == 2, "a presplit row without a check");
   rc |= check_three_tf32_a<KernelOfConfig<Mode::THREE_TF32, 0>>("3xtf32 config 0");
   return rc;
 }

@@ -17,8 +17,14 @@ int cuda_plan_create(const fusedops_op_desc& d, int32_t, const fusedops_plan_opt
                            d.op == FUSEDOPS_OP_GEMM_GROUPNORM_ACT ? "GemmGroupNormAct" : "GroupNormAct");
 }
 
-int cuda_plan_run(const CudaPlan&, const void* const*, int32_t, void*, void*, size_t, fusedops_stream_t, char* err,
-                  size_t err_len) {
+int cuda_plan_run(const CudaPlan&, const void* const*, int32_t, const void*, void*, void*, size_t, fusedops_stream_t,
+                  char* err, size_t err_len) {
+  return core::set_message(err, err_len, FUSEDOPS_ERR_NOT_BUILT, "this fusedops library was built without CUDA");
+}
+
+size_t cuda_plan_prepared_weights_size(const CudaPlan&) { return 0; }
+
+int cuda_plan_prepare_weights(const CudaPlan&, const void*, void*, fusedops_stream_t, char* err, size_t err_len) {
   return core::set_message(err, err_len, FUSEDOPS_ERR_NOT_BUILT, "this fusedops library was built without CUDA");
 }
 

@@ -166,7 +166,46 @@ FUSEDOPS_API const fusedops_op_desc* fusedops_plan_desc(const fusedops_plan* pla
 FUSEDOPS_API int fusedops_plan_run(const fusedops_plan* p, const void* const* inputs, int32_t num_inputs, void* y,
                                    void* workspace, size_t workspace_size, fusedops_stream_t stream, char* err,
                                    size_t err_len) {
+  return fusedops_plan_run_prepared(p, inputs, num_inputs, nullptr, y, workspace, workspace_size, stream, err,
+                                    err_len);
+}
+
+FUSEDOPS_API size_t fusedops_plan_prepared_weights_size(const fusedops_plan* p) {
+  if (!p || p->empty || p->device == FUSEDOPS_DEVICE_CPU || !p->cuda) return 0;
+  return fusedops::cuda_plan_prepared_weights_size(*p->cuda);
+}
+
+FUSEDOPS_API int fusedops_plan_prepare_weights(const fusedops_plan* p, const void* w, void* prepared,
+                                               size_t prepared_size, fusedops_stream_t stream, char* err,
+                                               size_t err_len) {
   if (!p) return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "plan is NULL");
+  const size_t need = fusedops_plan_prepared_weights_size(p);
+  if (need == 0)
+    return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
+                       "%s: this plan takes no prepared weights (only GemmGroupNormAct plans running 3xTF32 do; "
+                       "fusedops_plan_prepared_weights_size is 0)",
+                       op_name(p->desc.op));
+  if (!w || !prepared)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "GemmGroupNormAct: W or the prepared buffer is NULL");
+  if (prepared_size < need)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "GemmGroupNormAct: prepared buffer of %zu bytes, the plan's weights need %zu", prepared_size,
+                       need);
+  if (reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(prepared) % 16 != 0)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "GemmGroupNormAct: W and the prepared buffer must be 16-byte aligned to prepare weights");
+  return fusedops::cuda_plan_prepare_weights(*p->cuda, w, prepared, stream, err, err_len);
+}
+
+FUSEDOPS_API int fusedops_plan_run_prepared(const fusedops_plan* p, const void* const* inputs, int32_t num_inputs,
+                                            const void* prepared, void* y, void* workspace, size_t workspace_size,
+                                            fusedops_stream_t stream, char* err, size_t err_len) {
+  if (!p) return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT, "plan is NULL");
+  if (prepared && fusedops_plan_prepared_weights_size(p) == 0) prepared = nullptr;  // the plan has no use for it
+  if (prepared && reinterpret_cast<uintptr_t>(prepared) % 16 != 0)
+    return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
+                       "GemmGroupNormAct: the prepared weights are not 16-byte aligned");
   const char* op = op_name(p->desc.op);
   if (num_inputs < p->fixed_inputs + p->needed_extras || num_inputs > p->fixed_inputs + FUSEDOPS_MAX_EXTRAS)
     return set_message(err, err_len, FUSEDOPS_ERR_INVALID_ARGUMENT,
@@ -201,7 +240,8 @@ FUSEDOPS_API int fusedops_plan_run(const fusedops_plan* p, const void* const* in
     return set_message(err, err_len, FUSEDOPS_ERR_WORKSPACE, "%s: workspace of %zu bytes, the plan needs %zu", op,
                        workspace ? workspace_size : size_t(0), p->workspace);
   if (p->device == FUSEDOPS_DEVICE_CPU) return run_cpu(*p, inputs, num_inputs, y, err, err_len);
-  return fusedops::cuda_plan_run(*p->cuda, inputs, num_inputs, y, workspace, workspace_size, stream, err, err_len);
+  return fusedops::cuda_plan_run(*p->cuda, inputs, num_inputs, prepared, y, workspace, workspace_size, stream, err,
+                                 err_len);
 }
 
 FUSEDOPS_API size_t fusedops_workspace_size(const fusedops_op_desc* d) {

@@ -313,19 +313,20 @@ def test_automatic_float32_plans_run_3xtf32():
 
 @pytest.mark.parametrize("M,K,C,G", [(1000, 520, 1024, 64), (2048, 4096, 2048, 128), (3, 40, 256, 16)])
 def test_3xtf32_schedules_compute_the_same_bits(M, K, C, G):
-    """The 3xTF32 mainloop schedules (per-stage mbarriers or a named barrier after W's split) change only when
-    things happen, not the arithmetic: the named barrier's output must be the default's bit for bit (partial tiles in
-    M and K included), and the plans must name them."""
+    """The 3xTF32 mainloop schedules (per-stage mbarriers or a named barrier after W's split) and the cluster of two
+    change only when things happen, not the arithmetic: their outputs must be the default's bit for bit (partial
+    tiles in M and K included), and the plans must name them."""
     x, w, b, gamma, beta, extras = inputs(M, K, C, M + 2)
     a = attrs(num_groups=G, pre="add(@0);hardtanh(-3,3)", post="relu", reduce="min" if G == 64 else "",
               allow_tf32=0)
     want, default = run(x, w, b, gamma, beta, extras, a, THREE_TF32)
-    assert default.startswith("cutlass_gn_gemm(3xtf32,coop128x128x32_split_barriers,"), default
-    got, kernels = run(x, w, b, gamma, beta, extras, a,
-                       abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2, cutlass_config=2))
-    assert kernels.startswith("cutlass_gn_gemm(3xtf32,coop128x128x32_named_barrier,"), kernels
+    assert default.startswith("cutlass_gn_gemm(3xtf32,coop128x128x32_cluster2_split_barriers,"), default
     assert not torch.isnan(want).any()
-    assert torch.equal(got, want), f"max difference {(got - want).abs().max().item():.3g}"
+    for config, name in [(2, "coop128x128x32_split_barriers"), (3, "coop128x128x32_named_barrier")]:
+        got, kernels = run(x, w, b, gamma, beta, extras, a,
+                           abi.PlanOptions(gemm_kernel=abi.GEMM_CUTLASS, fp32_gemm=2, cutlass_config=config))
+        assert kernels.startswith(f"cutlass_gn_gemm(3xtf32,{name},"), kernels
+        assert torch.equal(got, want), f"{name}: max difference {(got - want).abs().max().item():.3g}"
 
 
 def test_3xtf32_on_the_reference_shape():

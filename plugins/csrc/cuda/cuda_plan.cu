@@ -393,8 +393,28 @@ int run_gemm_direct(const CudaPlan& p, const void* const* in, void* y, void* wor
 
 }  // namespace
 
-int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, void* workspace, size_t, 
-                  fusedops_stream_t stream, char* err, size_t err_len) {
+size_t cuda_plan_prepared_weights_size(const CudaPlan& p) {
+  return p.fused ? cuda::cutlass_gemm::fused_gemm_prepared_bytes(*p.fused) : 0;
+}
+
+int cuda_plan_prepare_weights(const CudaPlan& p, const void* w, void* prepared, fusedops_stream_t stream, char* err,
+                              size_t err_len) {
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  // Captured, the split would run only at replay: a caller keeping the buffer as prepared would read stale bytes.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone)
+    return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
+                       "GemmGroupNormAct: weights are not prepared while the stream is captured into a CUDA graph "
+                       "(prepare them before capture)");
+  const cudaError_t e = cuda::cutlass_gemm::prepare_fused_gemm_weights(*p.fused, w, prepared, s);
+  if (e != cudaSuccess)
+    return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: splitting the weights failed: %s",
+                       cudaGetErrorString(e));
+  return FUSEDOPS_OK;
+}
+
+int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, const void* prepared, void* y, void* workspace,
+                  size_t, fusedops_stream_t stream, char* err, size_t err_len) {
   const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   if (p.convt) {
     const cudaError_t e = cuda::convt_run(*p.convt, in, n, y, workspace, s);
@@ -419,7 +439,7 @@ int cuda_plan_run(const CudaPlan& p, const void* const* in, int32_t n, void* y, 
     return FUSEDOPS_OK;
   }
   if (p.fused && cuda::cutlass_gemm::fused_gemm_accepts(*p.fused, in[0], in[1], y)) {
-    const cudaError_t e = cuda::cutlass_gemm::run_fused_gemm(*p.fused, in, n, y, workspace, s);
+    const cudaError_t e = cuda::cutlass_gemm::run_fused_gemm(*p.fused, in, n, prepared, y, workspace, s);
     if (e != cudaSuccess)
       return set_message(err, err_len, FUSEDOPS_ERR_CUDA, "GemmGroupNormAct: CUTLASS kernel launch failed: %s",
                          cudaGetErrorString(e));

@@ -293,6 +293,29 @@ FUSEDOPS_API int fusedops_plan_run(const fusedops_plan* plan, const void* const*
                                    void* workspace, size_t workspace_size, fusedops_stream_t stream, char* err,
                                    size_t err_len);
 
+/* ---- Prepared weights: W transformed once, for plans that can use it (constant weights) ------------------------
+ * A GemmGroupNormAct plan running 3xTF32 (float32 X, allow_tf32 = 0, the CUTLASS kernel) splits every W tile into
+ * its TF32 high and low parts in every call. W is a constant in inference (ORT / TensorRT initialisers, a module's
+ * parameters between updates), so the split can be done once: fusedops_plan_prepare_weights writes W's TF32 high
+ * part and then its low part (2 C K float32 values; the same bits the kernel's own split gives, so results are
+ * identical) into a buffer the caller owns, and fusedops_plan_run_prepared reads them instead of W. The form depends
+ * on W's values only: plans of other batch sizes of the same op share it. The caller keeps it in step with W
+ * (prepare again after changing W): a stale buffer gives results of the old weights.
+ * Size in bytes; 0 when the plan takes no prepared weights (any other plan: then there is nothing to prepare). */
+FUSEDOPS_API size_t fusedops_plan_prepared_weights_size(const fusedops_plan* plan);
+/* Enqueues on `stream` the writing of W's prepared form (W as the plan's W input: device memory, 16-byte aligned)
+ * into `prepared` (device memory of at least fusedops_plan_prepared_weights_size bytes, 16-byte aligned). Refused
+ * (FUSEDOPS_ERR_UNSUPPORTED) while `stream` is being captured into a CUDA graph: prepare before capture. */
+FUSEDOPS_API int fusedops_plan_prepare_weights(const fusedops_plan* plan, const void* w, void* prepared,
+                                               size_t prepared_size, fusedops_stream_t stream, char* err,
+                                               size_t err_len);
+/* fusedops_plan_run with W's prepared form. `inputs` still holds W: a call whose other pointers the CUTLASS kernel
+ * cannot take runs the cuBLASLt path on W. prepared = NULL, or a plan whose prepared size is 0, is
+ * fusedops_plan_run. */
+FUSEDOPS_API int fusedops_plan_run_prepared(const fusedops_plan* plan, const void* const* inputs, int32_t num_inputs,
+                                            const void* prepared, void* y, void* workspace, size_t workspace_size,
+                                            fusedops_stream_t stream, char* err, size_t err_len);
+
 /* Workspace bytes a production plan of this (complete) descriptor needs on any device: what a TensorRT engine
  * reserves. Pure function of the descriptor. 0 for an invalid descriptor. */
 FUSEDOPS_API size_t fusedops_workspace_size(const fusedops_op_desc* d);

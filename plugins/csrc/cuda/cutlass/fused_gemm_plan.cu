@@ -1,6 +1,7 @@
 // A GemmGroupNormAct plan on the CUTLASS kernel: the chosen instantiation planned once (fused_kernel.cuh), the
-// epilogue's shape-only parameters, and with a channel reduction the finishing kernel that combines the per-tile
-// partials of each row (one thread a row, tiles in a fixed order: deterministic).
+// epilogue's shape-only parameters, with a channel reduction the finishing kernel that combines the per-tile partials
+// of each row (one thread a row, tiles in a fixed order: deterministic), and for 3xTF32 the kernel on presplit
+// weights with the kernel that splits W once.
 #include <stdio.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "core/message.h"
 #include "cuda/cutlass/fused_gemm_plan.h"
 #include "cuda/cutlass/fused_kernel.h"
+#include "cuda/cutlass/tf32_split.cuh"
 
 namespace fusedops {
 namespace cuda {
@@ -26,6 +28,26 @@ __global__ void __launch_bounds__(kFinishThreads)
   RedState r = red_init(op);
   for (int t = 0; t < tiles; ++t) r = red_combine(op, r, partials[int64_t(t) * M + row]);
   y[row] = from_float<T>(red_finish(op, r, C));
+}
+
+// W's 3xTF32 split, once: hi (TF32-rounded) into hi[i], lo = W - hi into lo[i], the bits the mainloop's own split
+// gives. Four values a thread (W's rows are 16-byte aligned: the plan's K is a multiple of 4, W 16-byte aligned).
+constexpr int kSplitThreads = 256;
+__global__ void __launch_bounds__(kSplitThreads)
+    split_weights_kernel(const uint4* __restrict__ w, uint4* __restrict__ hi, uint4* __restrict__ lo, int64_t n4) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+    uint4 x = w[i], h, l;
+    const uint32_t* xs = reinterpret_cast<const uint32_t*>(&x);
+    uint32_t* hs = reinterpret_cast<uint32_t*>(&h);
+    uint32_t* ls = reinterpret_cast<uint32_t*>(&l);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      hs[j] = tf32_hi_bits(xs[j]);
+      ls[j] = tf32_lo_bits(xs[j], hs[j]);
+    }
+    hi[i] = h;
+    lo[i] = l;
+  }
 }
 
 const char* reduce_name(int32_t op) {
@@ -56,6 +78,8 @@ char* align_up_ptr(void* p, size_t a) {
 
 struct FusedGemmPlan {
   FusedKernelPtr kernel;
+  FusedKernelPtr presplit;  // 3xTF32: the same GEMM on W's prepared form
+  size_t w_values = 0;      // C K
   GnEpilogueParams epi{};  // shape-only part; pointers per run
   int tiles_n = 0;
   int32_t x_dtype = FUSEDOPS_F32;
@@ -86,6 +110,12 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
   const GemmShape shape{int(gn.N), int(gn.C), int(d.d.K)};
   int rc = make(shape, e, device, sm_count, &p->kernel, err, err_len);
   if (rc != FUSEDOPS_OK) return rc;
+  const int twin = choice.mode == gemm_choice::Mode::THREE_TF32 ? gemm_choice::presplit_twin(choice.config) : -1;
+  if (twin >= 0) {
+    rc = presplit_factory(twin)(shape, e, device, sm_count, &p->presplit, err, err_len);
+    if (rc != FUSEDOPS_OK) return rc;
+    p->w_values = size_t(gn.C) * size_t(d.d.K);
+  }
   const gemm_choice::TileConfig& t = gemm_choice::config_of(choice.mode, choice.config);
   p->tiles_n = int((gn.C + t.tile_n - 1) / t.tile_n);
   p->x_dtype = gn.x_dtype;
@@ -105,6 +135,10 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
     snprintf(buf, sizeof buf, " + reduce_finish(%s,tiles=%d)", reduce_name(gn.reduce), p->tiles_n);
     *text += buf;
   }
+  if (p->presplit) {
+    snprintf(buf, sizeof buf, " [prepared weights: %s]", gemm_choice::kThreeTf32PresplitConfigs[twin].name);
+    *text += buf;
+  }
   *out = std::move(p);
   return FUSEDOPS_OK;
 }
@@ -113,8 +147,20 @@ bool fused_gemm_accepts(const FusedGemmPlan& p, const void* x, const void* w, co
   return aligned(x, 16) && aligned(w, 16) && (p.finish || aligned(y, p.pair_bytes));
 }
 
-cudaError_t run_fused_gemm(const FusedGemmPlan& p, const void* const* in, int32_t n, void* y, void* workspace,
-                           cudaStream_t stream) {
+size_t fused_gemm_prepared_bytes(const FusedGemmPlan& p) { return p.presplit ? 2 * p.w_values * sizeof(float) : 0; }
+
+cudaError_t prepare_fused_gemm_weights(const FusedGemmPlan& p, const void* w, void* prepared, cudaStream_t stream) {
+  if (!p.presplit) return cudaErrorNotSupported;
+  const int64_t n4 = int64_t(p.w_values / 4);  // K % 4 == 0 (TMA rows of 16 bytes)
+  if (n4 == 0) return cudaSuccess;
+  uint4* hi = static_cast<uint4*>(prepared);
+  const unsigned blocks = unsigned(std::min<int64_t>((n4 + kSplitThreads - 1) / kSplitThreads, 132 * 16));
+  split_weights_kernel<<<blocks, kSplitThreads, 0, stream>>>(static_cast<const uint4*>(w), hi, hi + n4, n4);
+  return cudaGetLastError();
+}
+
+cudaError_t run_fused_gemm(const FusedGemmPlan& p, const void* const* in, int32_t n, const void* prepared, void* y,
+                           void* workspace, cudaStream_t stream) {
   GnEpilogueParams e = p.epi;
   e.bias = in[2];
   e.gamma = in[3];
@@ -127,7 +173,10 @@ cudaError_t run_fused_gemm(const FusedGemmPlan& p, const void* const* in, int32_
   } else {
     e.y = y;
   }
-  cudaError_t err = p.kernel->run(in[0], in[1], e, stream);
+  cudaError_t err =
+      prepared && p.presplit
+          ? p.presplit->run(in[0], prepared, static_cast<const float*>(prepared) + p.w_values, e, stream)
+          : p.kernel->run(in[0], in[1], nullptr, e, stream);
   if (err != cudaSuccess || !p.finish) return err;
   int tiles = p.tiles_n;
   int64_t M = e.M, C = e.C;

@@ -40,10 +40,17 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
 // Whether this call's pointers suit the planned kernel: X and W 16-byte aligned (TMA), Y aligned to a channel pair.
 bool fused_gemm_accepts(const FusedGemmPlan& plan, const void* x, const void* w, const void* y);
 
+// Bytes of W's prepared form the plan's kernel can take instead of W (3xTF32: W's TF32 hi part, then its lo part,
+// each laid out as W: 2 C K float32 values); 0 when it takes none.
+size_t fused_gemm_prepared_bytes(const FusedGemmPlan& plan);
+// Enqueues the kernel that writes W's prepared form into `prepared` (16-byte aligned, fused_gemm_prepared_bytes).
+cudaError_t prepare_fused_gemm_weights(const FusedGemmPlan& plan, const void* w, void* prepared, cudaStream_t stream);
+
 // Enqueues the planned kernel (and, with a channel reduction, the finishing kernel). Inputs in node order; the
-// workspace of at least *workspace bytes, any alignment.
-cudaError_t run_fused_gemm(const FusedGemmPlan& plan, const void* const* inputs, int32_t num_inputs, void* y,
-                           void* workspace, cudaStream_t stream);
+// workspace of at least *workspace bytes, any alignment. `prepared` (or null): W's prepared form, which the plan's
+// presplit kernel then reads instead of W.
+cudaError_t run_fused_gemm(const FusedGemmPlan& plan, const void* const* inputs, int32_t num_inputs,
+                           const void* prepared, void* y, void* workspace, cudaStream_t stream);
 
 }  // namespace cutlass_gemm
 }  // namespace cuda

@@ -18,7 +18,14 @@ int make_fused_gemm_plan(const fusedops_op_desc&, const gemm_choice::Choice&, in
 
 bool fused_gemm_accepts(const FusedGemmPlan&, const void*, const void*, const void*) { return false; }
 
-cudaError_t run_fused_gemm(const FusedGemmPlan&, const void* const*, int32_t, void*, void*, cudaStream_t) {
+size_t fused_gemm_prepared_bytes(const FusedGemmPlan&) { return 0; }
+
+cudaError_t prepare_fused_gemm_weights(const FusedGemmPlan&, const void*, void*, cudaStream_t) {
+  return cudaErrorNotSupported;
+}
+
+cudaError_t run_fused_gemm(const FusedGemmPlan&, const void* const*, int32_t, const void*, void*, void*,
+                           cudaStream_t) {
   return cudaErrorNotSupported;
 }
 

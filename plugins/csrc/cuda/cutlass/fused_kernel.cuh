@@ -14,6 +14,7 @@
 #include "cuda/cutlass/fused_kernel.h"
 #include "cuda/cutlass/gn_epilogue.cuh"
 #include "cuda/cutlass/three_tf32_mainloop.cuh"
+#include "cuda/cutlass/three_tf32_presplit_mainloop.cuh"
 
 namespace fusedops {
 namespace cuda {
@@ -43,15 +44,18 @@ struct KernelOf {
   using CollectiveEpilogue = GnCollectiveEpilogue<D>;
   static constexpr int kAlign = 16 / int(sizeof(AB));
   // 3xTF32: a stage holds W's lo part too, so the stage count is fixed here: 4 x 48 KiB at 128x128x32.
+  using ThreeTf32 = cute::conditional_t<SCHEDULE == ThreeTf32Schedule::kPresplitW,
+                                        typename ThreeTf32PresplitMainloopOf<TileShape, ClusterShape, 4>::type,
+                                        typename ThreeTf32MainloopOf<TileShape, ClusterShape, 4, SCHEDULE>::type>;
   using Mainloop = cute::conditional_t<
-      MODE == gemm_choice::Mode::THREE_TF32,
-      typename ThreeTf32MainloopOf<TileShape, ClusterShape, 4, SCHEDULE>::type,
+      MODE == gemm_choice::Mode::THREE_TF32, ThreeTf32,
       typename cutlass::gemm::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, AB, cutlass::layout::RowMajor, kAlign, AB,
           cutlass::layout::ColumnMajor, kAlign, float, TileShape, ClusterShape,
           cutlass::gemm::collective::StageCountAutoCarveout<int(sizeof(typename CollectiveEpilogue::TensorStorage))>,
           Schedule>::CollectiveOp>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, CollectiveEpilogue>;
+  static constexpr bool kPresplit = MODE == gemm_choice::Mode::THREE_TF32 && SCHEDULE == ThreeTf32Schedule::kPresplitW;
 };
 
 template <class K>
@@ -62,6 +66,8 @@ class FusedKernelImpl final : public FusedKernel {
   using Params = typename Kernel::Params;
   using ElementA = typename Kernel::ElementA;
   using ElementB = typename Kernel::ElementB;
+  // A 3xTF32 kernel on presplit weights: runs take W's hi and lo parts.
+  static constexpr bool kPresplit = K::kPresplit;
 
   static int create(const GemmShape& s, const GnEpilogueParams& epi, int device, int sm_count, FusedKernelPtr* out,
                     char* err, size_t err_len) {
@@ -73,6 +79,7 @@ class FusedKernelImpl final : public FusedKernel {
     // Stand-in operand addresses (16-byte aligned, never dereferenced here) for the shape checks; runs set the real.
     a.mainloop.ptr_A = reinterpret_cast<const ElementA*>(uintptr_t(256));
     a.mainloop.ptr_B = reinterpret_cast<const ElementB*>(uintptr_t(256));
+    if constexpr (kPresplit) a.mainloop.ptr_B_lo = reinterpret_cast<const ElementB*>(uintptr_t(256));
     // Both operands K-major and packed: (row stride, 1, batch stride).
     a.mainloop.dA = cute::make_stride(int64_t(s.K), cute::Int<1>{}, int64_t(s.M) * s.K);
     a.mainloop.dB = cute::make_stride(int64_t(s.K), cute::Int<1>{}, int64_t(s.N) * s.K);
@@ -123,10 +130,12 @@ class FusedKernelImpl final : public FusedKernel {
     return FUSEDOPS_OK;
   }
 
-  cudaError_t run(const void* x, const void* w, const GnEpilogueParams& epi, cudaStream_t stream) const override {
+  cudaError_t run(const void* x, const void* w, const void* w_lo, const GnEpilogueParams& epi,
+                  cudaStream_t stream) const override {
     Arguments a = args_;
     a.mainloop.ptr_A = static_cast<const ElementA*>(x);
     a.mainloop.ptr_B = static_cast<const ElementB*>(w);
+    if constexpr (kPresplit) a.mainloop.ptr_B_lo = static_cast<const ElementB*>(w_lo);
     a.epilogue = epi;
     Params p = Kernel::to_underlying_arguments(a, nullptr);
     void* args[] = {&p};
@@ -162,12 +171,29 @@ using KernelOfConfig =
              gemm_choice::config_of(MODE, CFG).tile_k, gemm_choice::config_of(MODE, CFG).cluster_m,
              gemm_choice::config_of(MODE, CFG).pingpong, ThreeTf32Schedule(gemm_choice::config_of(MODE, CFG).schedule)>;
 
+// The 3xTF32 kernel on presplit weights of row CFG of gemm_choice.h's kThreeTf32PresplitConfigs.
+template <int CFG>
+using PresplitKernelOfConfig =
+    KernelOf<gemm_choice::Mode::THREE_TF32, gemm_choice::kThreeTf32PresplitConfigs[CFG].tile_m,
+             gemm_choice::kThreeTf32PresplitConfigs[CFG].tile_n, gemm_choice::kThreeTf32PresplitConfigs[CFG].tile_k,
+             gemm_choice::kThreeTf32PresplitConfigs[CFG].cluster_m,
+             gemm_choice::kThreeTf32PresplitConfigs[CFG].pingpong,
+             ThreeTf32Schedule(gemm_choice::kThreeTf32PresplitConfigs[CFG].schedule)>;
+
 // Defines the factory NAME of configuration CFG of MODE.
 #define FUSEDOPS_CUTLASS_FACTORY(NAME, MODE, CFG)                                                                   \
   static_assert((CFG) >= 0 && (CFG) < gemm_choice::config_count(MODE), #NAME ": no such row in gemm_choice.h");    \
   int NAME(const GemmShape& s, const GnEpilogueParams& epi, int device, int sm_count, FusedKernelPtr* out,            \
            char* err, size_t err_len) {                                                                              \
     return FusedKernelImpl<KernelOfConfig<MODE, CFG>>::create(s, epi, device, sm_count, out, err, err_len);         \
+  }
+
+// Defines the factory NAME of row CFG of kThreeTf32PresplitConfigs.
+#define FUSEDOPS_CUTLASS_PRESPLIT_FACTORY(NAME, CFG)                                                                \
+  static_assert(PresplitKernelOfConfig<CFG>::kPresplit, #NAME ": the row must name the presplit schedule");         \
+  int NAME(const GemmShape& s, const GnEpilogueParams& epi, int device, int sm_count, FusedKernelPtr* out,            \
+           char* err, size_t err_len) {                                                                              \
+    return FusedKernelImpl<PresplitKernelOfConfig<CFG>>::create(s, epi, device, sm_count, out, err, err_len);       \
   }
 
 }  // namespace cutlass_gemm

@@ -26,7 +26,9 @@ struct GemmShape {
 class FusedKernel {
  public:
   virtual ~FusedKernel() = default;
-  virtual cudaError_t run(const void* x, const void* w, const GnEpilogueParams& epi, cudaStream_t stream) const = 0;
+  // w_lo: W's lo part for a kernel on presplit weights (then w is W's hi part); ignored by the others.
+  virtual cudaError_t run(const void* x, const void* w, const void* w_lo, const GnEpilogueParams& epi,
+                          cudaStream_t stream) const = 0;
 };
 using FusedKernelPtr = std::unique_ptr<FusedKernel>;
 
@@ -34,8 +36,10 @@ using FusedKernelPtr = std::unique_ptr<FusedKernel>;
 using FusedKernelFactory = int (*)(const GemmShape& shape, const GnEpilogueParams& epi, int device, int sm_count,
                                    FusedKernelPtr* out, char* err, size_t err_len);
 
-// The factory of configuration `config` of `mode` (the order of gemm_choice::configs), or null if none is built.
+// The factory of configuration `config` of `mode` (the rows of gemm_choice.h's tables), or null if none is built.
 FusedKernelFactory factory(gemm_choice::Mode mode, int config);
+// The factory of row `row` of gemm_choice.h's kThreeTf32PresplitConfigs (3xTF32 on presplit weights), or null.
+FusedKernelFactory presplit_factory(int row);
 
 }  // namespace cutlass_gemm
 }  // namespace cuda

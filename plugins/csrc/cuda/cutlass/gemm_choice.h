@@ -49,10 +49,22 @@ inline constexpr TileConfig kFp16Configs[] = {
     {128, 256, 64, 2, false, "coop128x256x64_cluster2"},
 };
 // 3xTF32 keeps a second (low-part) copy of every stage in shared memory, so its stages are half the size. One tile,
-// two mainloop schedules (three_tf32_mainloop.cuh: per-stage mbarriers or a named barrier after W's split).
+// two mainloop schedules (three_tf32_mainloop.cuh: per-stage mbarriers or a named barrier after W's split), one CTA
+// or a cluster of two along M (W's tiles multicast to both CTAs: half W's L2 traffic; each CTA splits its own copy).
+// The cluster is the default because its twin on prepared weights is the fastest 3xTF32 kernel (H200, 2026-11-27,
+// docs/kernels.md).
 inline constexpr TileConfig kThreeTf32Configs[] = {
+    {128, 128, 32, 2, false, "coop128x128x32_cluster2_split_barriers", 1},
     {128, 128, 32, 1, false, "coop128x128x32_split_barriers", 1},
     {128, 128, 32, 1, false, "coop128x128x32_named_barrier", 0},
+};
+
+// The 3xTF32 kernels on weights split once (fusedops_plan_prepare_weights; schedule 2: ThreeTf32Schedule::kPresplitW).
+// A 3xTF32 plan runs its configuration's twin here (the same tile and cluster: presplit_twin) for calls that pass
+// prepared weights.
+inline constexpr TileConfig kThreeTf32PresplitConfigs[] = {
+    {128, 128, 32, 2, false, "coop128x128x32_cluster2_presplit_w", 2},
+    {128, 128, 32, 1, false, "coop128x128x32_presplit_w", 2},
 };
 
 template <size_t N>
@@ -71,6 +83,18 @@ constexpr const TileConfig& config_of(Mode mode, int i) {
          : mode == Mode::BF16 ? kBf16Configs[i]
          : mode == Mode::FP16 ? kFp16Configs[i]
                               : kThreeTf32Configs[i];
+}
+
+// The row of kThreeTf32PresplitConfigs with the tile and cluster of 3xTF32 configuration `config`, or -1.
+constexpr int presplit_twin(int config) {
+  const TileConfig& c = kThreeTf32Configs[config];
+  for (int i = 0; i < count_of(kThreeTf32PresplitConfigs); ++i) {
+    const TileConfig& p = kThreeTf32PresplitConfigs[i];
+    if (p.tile_m == c.tile_m && p.tile_n == c.tile_n && p.tile_k == c.tile_k && p.cluster_m == c.cluster_m &&
+        p.pingpong == c.pingpong)
+      return i;
+  }
+  return -1;
 }
 
 struct Choice {

@@ -30,17 +30,11 @@
 #include <cutlass/gemm/collective/collective_builder.hpp>
 
 #include "cuda/cutlass/three_tf32_split_pipeline.cuh"
+#include "cuda/cutlass/tf32_split.cuh"
 
 namespace fusedops {
 namespace cuda {
 namespace cutlass_gemm {
-
-// x = hi + lo for float32 bits u: hi rounded to TF32 (to nearest, ties away, as cvt.rna.tf32.f32 for finite u; an
-// integer add and mask instead of its ~5 instructions), lo = x - hi (exact).
-CUTLASS_DEVICE uint32_t tf32_hi_bits(uint32_t u) { return (u + 0x1000u) & 0xFFFFE000u; }
-CUTLASS_DEVICE uint32_t tf32_lo_bits(uint32_t u, uint32_t hi) {
-  return __float_as_uint(__uint_as_float(u) - __uint_as_float(hi));
-}
 
 // How the math warpgroups meet once W's split is done. Both schedules do the same arithmetic in the same order (the
 // GPU tests compare them bit for bit).
@@ -55,6 +49,9 @@ enum class ThreeTf32Schedule {
   // 1.30-1.36; the next X prefetched into 16 more registers, which spilled, 1.33-1.35; W split by the producer
   // warpgroup's one idle warp instead of the math warpgroups, 1.63-1.72: docs/kernels.md.)
   kSplitBarriers = 1,
+  // W split once per weights (fusedops_plan_prepare_weights): TMA loads its hi and lo parts into the stage and the
+  // math warpgroups only split X. The producer side is three_tf32_presplit_mainloop.cuh's.
+  kPresplitW = 2,
 };
 
 template <class Base, ThreeTf32Schedule kSchedule>
@@ -67,6 +64,7 @@ struct ThreeTf32Mainloop : Base {
   using typename Base::TileShape;
 
   static constexpr bool kSplitBarriers = kSchedule == ThreeTf32Schedule::kSplitBarriers;
+  static constexpr bool kPresplit = kSchedule == ThreeTf32Schedule::kPresplitW;
   static constexpr int kStages = Base::DispatchPolicy::Stages;
   static constexpr int kMathThreads = cute::size(TiledMma{});
   using MainloopPipeline = cute::conditional_t<kSplitBarriers, SplitBarrierPipeline<kStages, kMathThreads>,
@@ -159,18 +157,21 @@ struct ThreeTf32Mainloop : Base {
     }
   }
 
-  // A landed stage: this thread's share of W split (kSplitBarriers: and signalled; ready_stage waits for the rest).
+  // A landed stage: this thread's share of W split (kSplitBarriers: and signalled; ready_stage waits for the rest;
+  // kPresplit: nothing to split).
   CUTLASS_DEVICE static void take_stage(MainloopPipeline& pipeline, PipelineState state, uint32_t* b_words,
                                         uint32_t* b_lo_words, int thread_idx) {
     auto barrier_token = pipeline.consumer_try_wait(state);
     pipeline.consumer_wait(state, barrier_token);
-    const int stage = state.index();
-    split(b_words + stage * kStageB, b_lo_words + stage * kStageB, thread_idx);
-    cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
-    if constexpr (kSplitBarriers)
-      pipeline.arrive_split(state);
-    else
-      cutlass::arch::NamedBarrier::sync(kMathThreads, 0);  // every thread's share is split
+    if constexpr (!kPresplit) {  // (presplit: TMA brought W's hi and lo parts)
+      const int stage = state.index();
+      split(b_words + stage * kStageB, b_lo_words + stage * kStageB, thread_idx);
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to wgmma (async proxy)
+      if constexpr (kSplitBarriers)
+        pipeline.arrive_split(state);
+      else
+        cutlass::arch::NamedBarrier::sync(kMathThreads, 0);  // every thread's share is split
+    }
   }
   // Before wgmmas read the stage: every thread's share is split (kNamedBarrier: take_stage's barrier saw to it).
   CUTLASS_DEVICE static void ready_stage(MainloopPipeline& pipeline, PipelineState state) {
