@@ -116,6 +116,21 @@ def set_poison_outputs(on: bool) -> None:
     torch.ops.fusedops._set_poison_outputs(bool(on))
 
 
+def set_prepared_weights(on: bool) -> None:
+    """Strict-FP32 GEMM calls on the 3xTF32 kernel split W into its TF32 hi and lo parts once per weight tensor and
+    keep them (2 x W's bytes) while W lives unchanged (autograd's version counter); on by default. Off: W is split in
+    every call (slower, no extra memory) and the kept forms are dropped."""
+    load()
+    torch.ops.fusedops._set_prepared_weights(bool(on))
+
+
+def forget_prepared_weights() -> None:
+    """Drop the kept split weights: needed after changing a weight behind autograd's back (``w.data[...] = ...``, a
+    raw pointer), which the version counter does not see."""
+    load()
+    torch.ops.fusedops._forget_prepared_weights()
+
+
 def plan_kernels(x: Tensor, gamma: Tensor, beta: Tensor, extras: Sequence[Tensor], num_groups: int,
                  epsilon: float = 1e-5, pre: str = "", post: str = "", reduce: str = "", w: Tensor | None = None,
                  b: Tensor | None = None, trans_b: int = 1, allow_tf32: int = -1) -> str:

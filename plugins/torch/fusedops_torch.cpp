@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "fusedops/fusedops.h"
+#include "prepared_weights.h"
 
 namespace {
 
@@ -132,6 +133,7 @@ struct Entry {
   fusedops_plan* plan = nullptr;
   std::vector<int64_t> out_shape;
   size_t workspace = 0;
+  size_t prepared_weights = 0;  // bytes of W's prepared form the plan takes (3xTF32), 0: none
   ~Entry() { fusedops_plan_destroy(plan); }
 };
 
@@ -252,6 +254,7 @@ std::shared_ptr<Entry> make_entry(const Call& c, const Attrs& a) {
   if (rc != FUSEDOPS_OK) fail(c, rc, err);
   e->out_shape.assign(out.dims, out.dims + out.rank);
   e->workspace = fusedops_plan_workspace_size(e->plan);
+  e->prepared_weights = fusedops_plan_prepared_weights_size(e->plan);
   return e;
 }
 
@@ -278,17 +281,23 @@ at::Tensor allocate(c10::IntArrayRef shape, const at::TensorOptions& o, bool poi
   return t;
 }
 
-at::Tensor run(const Call& c, const Attrs& a) {
+// `user_w`: the caller's W before normalise (its own tensor, not a contiguous copy, is what a prepared form is kept
+// for; undefined for ops without one).
+at::Tensor run(const Call& c, const Attrs& a, const at::Tensor& user_w = at::Tensor()) {
   const at::Tensor& x = c.in[0];
   const std::shared_ptr<Entry> e = plan_for(c, a);
   // The plan's device current for the allocations (PyTorch's caching allocator serves the current device and
   // stream) and for the run.
   c10::OptionalDeviceGuard guard;
   void* stream = nullptr;
+  at::Tensor prepared;
   if (x.is_cuda()) {
     guard.reset_device(x.device());
     const c10::impl::VirtualGuardImpl impl(x.device().type());
-    stream = impl.getStream(x.device()).native_handle();
+    const c10::Stream s = impl.getStream(x.device());
+    stream = s.native_handle();
+    if (e->prepared_weights > 0 && user_w.defined() && user_w.is_same(c.in[1]))
+      prepared = fusedops_torch::prepared_weights_for(e->plan, e->prepared_weights, user_w, s);
   }
   const bool poison = g_poison_outputs.load(std::memory_order_relaxed);
   at::Tensor y = allocate(e->out_shape, x.options(), poison, std::numeric_limits<double>::quiet_NaN());
@@ -310,8 +319,9 @@ at::Tensor run(const Call& c, const Attrs& a) {
   const void* ptrs[5 + FUSEDOPS_MAX_EXTRAS];
   for (size_t i = 0; i < c.in.size(); ++i) ptrs[i] = c.in[i].defined() ? c.in[i].data_ptr() : nullptr;
   char err[1024] = {0};
-  const int rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(c.in.size()), y.data_ptr(), ws_ptr,
-                                   e->workspace, static_cast<fusedops_stream_t>(stream), err, sizeof err);
+  const int rc = fusedops_plan_run_prepared(e->plan, ptrs, static_cast<int32_t>(c.in.size()),
+                                            prepared.defined() ? prepared.data_ptr() : nullptr, y.data_ptr(), ws_ptr,
+                                            e->workspace, static_cast<fusedops_stream_t>(stream), err, sizeof err);
   if (rc != FUSEDOPS_OK) fail(c, rc, err);
   return y;
 }
@@ -364,7 +374,7 @@ at::Tensor gemm_group_norm_act(const at::Tensor& x, const at::Tensor& w, const a
                                                   int64_t, int64_t)>();
     return ref.call(x, w, b, gamma, beta, extras, num_groups, epsilon, pre, post, reduce, trans_b, tf32);
   }
-  return run(c, Attrs{num_groups, epsilon, pre, post, reduce, trans_b, tf32});
+  return run(c, Attrs{num_groups, epsilon, pre, post, reduce, trans_b, tf32}, w);
 }
 
 at::Tensor convtranspose_group_norm_act(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
@@ -415,6 +425,10 @@ int64_t plan_cache_size() {
 
 void set_poison_outputs(bool on) { g_poison_outputs.store(on); }
 
+void set_prepared_weights(bool on) { fusedops_torch::set_prepared_weights(on); }
+void forget_prepared_weights() { fusedops_torch::forget_prepared_weights(); }
+int64_t prepared_weights_count() { return fusedops_torch::prepared_weights_count(); }
+
 }  // namespace
 
 TORCH_LIBRARY(fusedops, m) {
@@ -437,6 +451,10 @@ TORCH_LIBRARY(fusedops, m) {
       &plan_kernels);
   m.def("_plan_cache_size() -> int", &plan_cache_size);
   m.def("_set_poison_outputs(bool on) -> ()", &set_poison_outputs);
+  // W split once for 3xTF32 plans (prepared_weights.h): on by default.
+  m.def("_set_prepared_weights(bool on) -> ()", &set_prepared_weights);
+  m.def("_forget_prepared_weights() -> ()", &forget_prepared_weights);
+  m.def("_prepared_weights_count() -> int", &prepared_weights_count);
 }
 
 TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
