@@ -168,7 +168,7 @@ def _counters() -> ctypes.CDLL:
         if _counter_lib is None:
             lib = ctypes.CDLL(str(library_path()))
             for fn in ("fusedops_ort_kernel_calls", "fusedops_ort_cpu_kernel_calls", "fusedops_ort_cuda_kernel_calls",
-                       "fusedops_ort_parallel_for_calls"):
+                       "fusedops_ort_parallel_for_calls", "fusedops_ort_prepared_weight_runs"):
                 getattr(lib, fn).restype = ctypes.c_int64
                 getattr(lib, fn).argtypes = []
             lib.fusedops_ort_has_cuda.restype = ctypes.c_int
@@ -188,6 +188,11 @@ def kernel_calls(provider: str | None = None) -> int:
     if provider.lower().startswith("cuda"):
         return int(lib.fusedops_ort_cuda_kernel_calls())
     raise FusedopsError(f"provider must be 'cpu' or 'cuda', got {provider!r}")
+
+
+def prepared_weight_runs() -> int:
+    """How many CUDA runs read a node's W split once (a constant W on the 3xTF32 kernel) in this process."""
+    return int(_counters().fusedops_ort_prepared_weight_runs())
 
 
 def parallel_for_calls() -> int:

@@ -126,6 +126,12 @@ OrtStatus* ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api, 
       rc = fusedops_describe(&d, in.data(), static_cast<int32_t>(n_inputs), &y, err, sizeof err);
       if (rc != FUSEDOPS_OK) return k->library_error(rc, err);
     }
+    // A constant W (an initializer) can be prepared once for the kernels that take it (ort_prepared_weights.h).
+    int is_constant = 0;
+    const OrtValue* w_value = nullptr;
+    if (k->cfg.cuda && k->cfg.kind == OpKind::kGemmGroupNormAct &&
+        ok(api, api->KernelInfoGetConstantInput_tensor(info, 1, &is_constant, &w_value)))
+      k->w_constant = is_constant != 0;
     *out = k.release();
     return nullptr;
   } catch (const std::exception& e) {
@@ -264,6 +270,7 @@ OrtStatus* plan_for(Kernel& k, const std::vector<TensorView>& in, int32_t device
   if (rc != FUSEDOPS_OK) return k.library_error(rc, err);
   e->out_shape.assign(y.dims, y.dims + y.rank);
   e->workspace = fusedops_plan_workspace_size(e->plan);
+  e->prepared_weights = fusedops_plan_prepared_weights_size(e->plan);
   std::lock_guard<std::mutex> lock(k.mu);
   if (k.plans.size() >= 256) k.plans.clear();  // a bound for endlessly varying shapes
   *out = k.plans.emplace(std::move(key), e).first->second;
@@ -313,8 +320,12 @@ OrtStatus* compute_impl(Kernel& k, OrtKernelContext* ctx) {
     FUSEDOPS_ORT_CHECK(api->KernelContext_GetGPUComputeStream(ctx, &stream));
     DeviceScratch ws;
     FUSEDOPS_ORT_CHECK(ws.get(k, ctx, xv, e->workspace, stream));
-    rc = fusedops_plan_run(e->plan, ptrs, static_cast<int32_t>(n_in), yp, ws.ptr, e->workspace,
-                           static_cast<fusedops_stream_t>(stream), err, sizeof err);
+    const void* prepared = nullptr;
+    if (k.w_constant && e->prepared_weights > 0)
+      FUSEDOPS_ORT_CHECK(k.prepared.get(api, ctx, xv, e->plan, e->prepared_weights, in[1].data, stream, &prepared));
+    rc = fusedops_plan_run_prepared(e->plan, ptrs, static_cast<int32_t>(n_in), prepared, yp, ws.ptr, e->workspace,
+                                    static_cast<fusedops_stream_t>(stream), err, sizeof err);
+    if (prepared) g_prepared_runs.fetch_add(1, std::memory_order_relaxed);
     g_cuda_calls.fetch_add(1, std::memory_order_relaxed);
 #endif
   }
@@ -469,6 +480,7 @@ FUSEDOPS_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions*
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_kernel_calls(void) { return g_cpu_calls.load() + g_cuda_calls.load(); }
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cpu_kernel_calls(void) { return g_cpu_calls.load(); }
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_cuda_kernel_calls(void) { return g_cuda_calls.load(); }
+FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_prepared_weight_runs(void) { return g_prepared_runs.load(); }
 // How many times the CPU kernels handed a batch of tasks to ORT's intra-op pool (none when they size their work for
 // one thread: the observable that fusedops.intra_op_num_threads is honoured).
 FUSEDOPS_ORT_EXPORT int64_t fusedops_ort_parallel_for_calls(void) { return g_parallel_for_calls.load(); }

@@ -17,6 +17,7 @@
 #include "core/cpu_util.h"  // the core's scheduler hook (internal C++, linked statically)
 #include "fusedops/fusedops.h"
 #include "onnxruntime_c_api.h"
+#include "ort_prepared_weights.h"
 
 namespace fusedops_ort {
 
@@ -34,6 +35,7 @@ constexpr const char* kConfigIntraOpThreads = "fusedops.intra_op_num_threads";
 // One counter each for the whole library (inline: one definition across its translation units).
 inline std::atomic<int64_t> g_cpu_calls{0};
 inline std::atomic<int64_t> g_cuda_calls{0};
+inline std::atomic<int64_t> g_prepared_runs{0};  // CUDA runs that read W's prepared form
 inline std::atomic<int64_t> g_parallel_for_calls{0};  // batches handed to ORT's intra-op pool
 
 enum class OpKind { kGroupNormAct, kGemmGroupNormAct, kConvTransposeGroupNormAct };
@@ -88,6 +90,7 @@ struct PlanEntry {
   fusedops_plan* plan = nullptr;
   std::vector<int64_t> out_shape;
   size_t workspace = 0;
+  size_t prepared_weights = 0;  // bytes of W's prepared form the plan takes (3xTF32), 0: none
   ~PlanEntry() { fusedops_plan_destroy(plan); }
 };
 
@@ -102,6 +105,9 @@ struct Kernel {
   size_t num_fixed_inputs = 0;
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<PlanEntry>> plans;
+  // GemmGroupNormAct on the CUDA EP with W a constant initializer: W split once for 3xTF32 plans.
+  bool w_constant = false;
+  PreparedWeights prepared;
 
   std::string where() const { return std::string("fusedops ") + op_name(cfg.kind) + " node '" + node + "': "; }
   OrtStatus* error(const std::string& what) const {
