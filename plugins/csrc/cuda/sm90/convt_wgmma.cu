@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   setmaxnreg_inc<kSm90ConsumerRegs>();
   const int wg = (warp - kSm90Producers / 32) >> 2, wl = warp & 3;
   const uint32_t sbase = smem_u32(stages);
-  float acc[kAcc];  // a tile's first MMA (TF32, 16-bit) or kernel row (3xTF32) overwrites it: no zeroing
+  float acc[kAcc];  // TF32 / 16-bit: a tile's first MMA overwrites it; 3xTF32: zeroed per tile (below)
   // Per tap, the descriptors step by constants (no integer division in the MMA issue loop: ncu put the per-tap
   // `k / kw` and descriptor arithmetic at a fifth of the consumers' stall samples). A descriptor's address field is
   // its low 14 bits (bytes / 16, shared memory < 256 KB), so adding to the 64-bit word moves the address only.
@@ -154,6 +154,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   int wst = 0;  // kRing: the W ring slot of the current chunk, and its phase parity
   uint32_t wphase = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    if constexpr (kThree) {  // 0 + the first kernel row's sums is those sums: the row loop's add needs no select
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+    }
     for (int q = 0; q < p.chunks; ++q) {
       mbar_wait(full + st, phase);
       const uint32_t sx = sbase + uint32_t(st) * stage_bytes;
@@ -183,7 +187,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
           wgmma_wait<0>();
           fence_operand(fresh);
 #pragma unroll
-          for (int i = 0; i < kAcc; ++i) acc[i] = (q | k0) == 0 ? fresh[i] : acc[i] + fresh[i];
+          for (int i = 0; i < kAcc; ++i) acc[i] += fresh[i];
         }
         mbar_arrive(empty + st);
       } else {
