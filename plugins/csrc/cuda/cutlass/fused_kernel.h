@@ -21,7 +21,7 @@ struct GemmShape {
 // One planned launch of one instantiation. create() (the factory) resolves everything that depends only on the
 // shapes and the device: CUTLASS's can_implement, the workspace check, the shared-memory attribute, the persistent
 // grid and the cluster occupancy. run() copies the planned arguments, sets the call's pointers, lets CUTLASS build
-// the kernel parameters (host-only: it re-encodes the two TMA descriptors, which hold the X and W addresses) and
+// the kernel parameters (host-only: it re-encodes the TMA descriptors, which hold the X and W addresses) and
 // enqueues one launch: no allocation, synchronisation or device query.
 class FusedKernel {
  public:
