@@ -23,6 +23,19 @@ elif _LIB_ERR:
 else:
     SKIP_REASON = None
 
+
+
+def cutlass_skip_reason() -> str | None:
+    """Why the CUTLASS sm_90 kernels cannot run here (None: they can); only asked once SKIP_REASON is None."""
+    if not abi.has_cutlass():
+        return "needs the fusedops CUTLASS kernels: libfusedops was built without them (scripts/get_cutlass.sh, then " \
+            "rebuild)"
+    if torch.cuda.get_device_capability() != (9, 0):
+        cc = "".join(map(str, torch.cuda.get_device_capability()))
+        return f"the CUTLASS kernels are built for sm_90a (H100/H200); this GPU is sm_{cc}"
+    return None
+
+
 DEV = torch.device("cuda")
 TOL32 = 1e-4
 ULP16 = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}

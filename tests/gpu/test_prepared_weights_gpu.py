@@ -14,20 +14,14 @@ import torch
 
 from fusedops.errors import FusedopsError
 
-from kernel_support import SKIP_REASON
+from kernel_support import SKIP_REASON, cutlass_skip_reason
 
 pytestmark = pytest.mark.gpu
-if SKIP_REASON:
-    pytest.skip(SKIP_REASON, allow_module_level=True)
+_SKIP = SKIP_REASON or cutlass_skip_reason()
+if _SKIP:
+    pytest.skip(_SKIP, allow_module_level=True)
 
 from fusedops.plugins import abi  # noqa: E402
-
-if not abi.has_cutlass():
-    pytest.skip("needs the fusedops CUTLASS kernels: libfusedops was built without them (scripts/get_cutlass.sh, then "
-                "rebuild)", allow_module_level=True)
-if torch.cuda.get_device_capability() != (9, 0):
-    cc = "".join(map(str, torch.cuda.get_device_capability()))
-    pytest.skip(f"the CUTLASS kernels are built for sm_90a (H100/H200); this GPU is sm_{cc}", allow_module_level=True)
 
 from gemm_plan_helpers import DEV, attrs, inputs, plan_for, ref, run  # noqa: E402
 
