@@ -163,22 +163,21 @@ class FusedKernelImpl final : public FusedKernel {
   int cluster_m_ = 1;
 };
 
-// The kernel of configuration CFG of MODE: tile, cluster, kind and (3xTF32) mainloop schedule from gemm_choice.h's
-// table, so a row and its kernel cannot disagree.
-template <gemm_choice::Mode MODE, int CFG>
-using KernelOfConfig =
-    KernelOf<MODE, gemm_choice::config_of(MODE, CFG).tile_m, gemm_choice::config_of(MODE, CFG).tile_n,
-             gemm_choice::config_of(MODE, CFG).tile_k, gemm_choice::config_of(MODE, CFG).cluster_m,
-             gemm_choice::config_of(MODE, CFG).pingpong, ThreeTf32Schedule(gemm_choice::config_of(MODE, CFG).schedule)>;
+// Row CFG of gemm_choice.h's table of MODE, or (PRESPLIT) of kThreeTf32PresplitConfigs.
+constexpr const gemm_choice::TileConfig& table_row(gemm_choice::Mode mode, int cfg, bool presplit) {
+  return presplit ? gemm_choice::kThreeTf32PresplitConfigs[cfg] : gemm_choice::config_of(mode, cfg);
+}
 
-// The 3xTF32 kernel on presplit weights of row CFG of gemm_choice.h's kThreeTf32PresplitConfigs.
+// The kernel of a table row: tile, cluster, kind and (3xTF32) mainloop schedule from the row, so a row and its kernel
+// cannot disagree.
+template <gemm_choice::Mode MODE, int CFG, bool PRESPLIT = false>
+using KernelOfConfig =
+    KernelOf<MODE, table_row(MODE, CFG, PRESPLIT).tile_m, table_row(MODE, CFG, PRESPLIT).tile_n,
+             table_row(MODE, CFG, PRESPLIT).tile_k, table_row(MODE, CFG, PRESPLIT).cluster_m,
+             table_row(MODE, CFG, PRESPLIT).pingpong, ThreeTf32Schedule(table_row(MODE, CFG, PRESPLIT).schedule)>;
+// The 3xTF32 kernel on presplit weights of row CFG of kThreeTf32PresplitConfigs.
 template <int CFG>
-using PresplitKernelOfConfig =
-    KernelOf<gemm_choice::Mode::THREE_TF32, gemm_choice::kThreeTf32PresplitConfigs[CFG].tile_m,
-             gemm_choice::kThreeTf32PresplitConfigs[CFG].tile_n, gemm_choice::kThreeTf32PresplitConfigs[CFG].tile_k,
-             gemm_choice::kThreeTf32PresplitConfigs[CFG].cluster_m,
-             gemm_choice::kThreeTf32PresplitConfigs[CFG].pingpong,
-             ThreeTf32Schedule(gemm_choice::kThreeTf32PresplitConfigs[CFG].schedule)>;
+using PresplitKernelOfConfig = KernelOfConfig<gemm_choice::Mode::THREE_TF32, CFG, true>;
 
 // Defines the factory NAME of configuration CFG of MODE.
 #define FUSEDOPS_CUTLASS_FACTORY(NAME, MODE, CFG)                                                                   \
