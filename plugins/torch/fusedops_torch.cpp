@@ -425,10 +425,6 @@ int64_t plan_cache_size() {
 
 void set_poison_outputs(bool on) { g_poison_outputs.store(on); }
 
-void set_prepared_weights(bool on) { fusedops_torch::set_prepared_weights(on); }
-void forget_prepared_weights() { fusedops_torch::forget_prepared_weights(); }
-int64_t prepared_weights_count() { return fusedops_torch::prepared_weights_count(); }
-
 }  // namespace
 
 TORCH_LIBRARY(fusedops, m) {
@@ -452,9 +448,9 @@ TORCH_LIBRARY(fusedops, m) {
   m.def("_plan_cache_size() -> int", &plan_cache_size);
   m.def("_set_poison_outputs(bool on) -> ()", &set_poison_outputs);
   // W split once for 3xTF32 plans (prepared_weights.h): on by default.
-  m.def("_set_prepared_weights(bool on) -> ()", &set_prepared_weights);
-  m.def("_forget_prepared_weights() -> ()", &forget_prepared_weights);
-  m.def("_prepared_weights_count() -> int", &prepared_weights_count);
+  m.def("_set_prepared_weights(bool on) -> ()", &fusedops_torch::set_prepared_weights);
+  m.def("_forget_prepared_weights() -> ()", &fusedops_torch::forget_prepared_weights);
+  m.def("_prepared_weights_count() -> int", &fusedops_torch::prepared_weights_count);
 }
 
 TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
