@@ -80,6 +80,7 @@ struct FusedGemmPlan {
   FusedKernelPtr kernel;
   FusedKernelPtr presplit;  // 3xTF32: the same GEMM on W's prepared form
   size_t w_values = 0;      // C K
+  int sm_count = 0;         // the device's SMs: bounds the weight split's grid
   GnEpilogueParams epi{};  // shape-only part; pointers per run
   int tiles_n = 0;
   int32_t x_dtype = FUSEDOPS_F32;
@@ -115,6 +116,7 @@ int make_fused_gemm_plan(const fusedops_op_desc& d, const gemm_choice::Choice& c
     rc = presplit_factory(twin)(shape, e, device, sm_count, &p->presplit, err, err_len);
     if (rc != FUSEDOPS_OK) return rc;
     p->w_values = size_t(gn.C) * size_t(d.d.K);
+    p->sm_count = sm_count;
   }
   const gemm_choice::TileConfig& t = gemm_choice::config_of(choice.mode, choice.config);
   p->tiles_n = int((gn.C + t.tile_n - 1) / t.tile_n);
@@ -154,7 +156,9 @@ cudaError_t prepare_fused_gemm_weights(const FusedGemmPlan& p, const void* w, vo
   const int64_t n4 = int64_t(p.w_values / 4);  // K % 4 == 0 (TMA rows of 16 bytes)
   if (n4 == 0) return cudaSuccess;
   uint4* hi = static_cast<uint4*>(prepared);
-  const unsigned blocks = unsigned(std::min<int64_t>((n4 + kSplitThreads - 1) / kSplitThreads, 132 * 16));
+  // Grid-stride: 16 blocks an SM keep every SM's memory pipes busy; more only queue.
+  const int64_t cap = int64_t(std::max(p.sm_count, 1)) * 16;
+  const unsigned blocks = unsigned(std::min<int64_t>((n4 + kSplitThreads - 1) / kSplitThreads, cap));
   split_weights_kernel<<<blocks, kSplitThreads, 0, stream>>>(static_cast<const uint4*>(w), hi, hi + n4, n4);
   return cudaGetLastError();
 }
