@@ -3,6 +3,7 @@
     python tools/kernel_bench.py smoke            # one small run of every kernel path, checked (sanitizer target)
     python tools/kernel_bench.py bench [--json F] # model 4's GELU+GroupNorm step and the three GEMM models' fused ops
     python tools/kernel_bench.py ab [--json F]    # old vs new kernel variants side by side (plan options), + accuracy
+    python tools/kernel_bench.py rows [--json F]  # the GEMM epilogue alone at each epilogue_rows (1..16), TF32 / BF16
 
 Timings: CUDA events around each call, median of --iters after --warmup calls, inputs allocated once.
 """
@@ -321,6 +322,42 @@ def ab(iters: int, warmup: int) -> dict:
     return res
 
 
+def rows_sweep(iters: int, warmup: int) -> dict:
+    """The three GEMM models' epilogue kernel alone (GroupNormAct on the (1024, 8192) GEMM output, CUDA-graph replay)
+    at every epilogue_rows the column-slice kernel takes, next to the plan's default and a same-size copy: how many
+    rows a block should walk (the rule is gn_plan.cu's tile_rows)."""
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(0)
+    res: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": iters}
+    for prec, dt in [("tf32", torch.float32), ("bf16", torch.bfloat16)]:
+        z = torch.randn(1024, 8192, device=dev, generator=g).to(dt)
+        gam, bet, e0 = [(torch.rand(8192, device=dev, generator=g) + 0.5).to(dt) for _ in range(3)]
+        zc = torch.empty_like(z)
+        rp: dict = {"copy_graph_us": round(1000 * time_ms(lambda: zc.copy_(z), iters, warmup, graph=True), 1)}
+        for name, kw in GEMM_CHAINS.items():
+            a = attrs(**kw)
+            out = torch.empty(catalog.output_shape("GroupNormAct", tuple(z.shape), a), device=dev, dtype=dt)
+            want = None
+            row: dict = {}
+            for n in [None] + list(range(1, 17)):
+                opts = None if n is None else abi.PlanOptions(epilogue_rows=n)
+                us = 1000 * time_ms(lambda: abi.groupnorm_act_cuda(z, gam, bet, [e0], a, out=out, options=opts),
+                                    iters, warmup, graph=True)
+                out.fill_(float("nan"))
+                abi.groupnorm_act_cuda(z, gam, bet, [e0], a, out=out, options=opts)
+                if want is None:
+                    want = out.clone()
+                row["default" if n is None else f"r{n}"] = round(us, 1)
+                assert torch.equal(out, want), f"{prec} {name} rows={n}: not the default plan's bits"
+            rp[name] = row
+            print(prec, name, f"copy={rp['copy_graph_us']}", " ".join(f"{k}={v}" for k, v in row.items()),
+                  flush=True)
+        res[prec] = rp
+        del z, zc
+        torch.cuda.empty_cache()
+    return res
+
+
 def profile() -> int:
     """One call of each hot kernel for Nsight Compute: the three GEMM epilogues (1024 x 8192 rows, fp32 and bf16)
     and model 4's GELU+GroupNorm at batch 16 (same group length as batch 128)."""
@@ -341,7 +378,7 @@ def profile() -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("mode", choices=["smoke", "bench", "profile", "ab"])
+    p.add_argument("mode", choices=["smoke", "bench", "profile", "ab", "rows"])
     p.add_argument("--json", help="write the bench results here")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -353,7 +390,8 @@ def main(argv=None) -> int:
         return smoke()
     if a.mode == "profile":
         return profile()
-    res = ab(a.iters, a.warmup) if a.mode == "ab" else bench(a.iters, a.warmup)
+    res = ab(a.iters, a.warmup) if a.mode == "ab" else rows_sweep(a.iters, a.warmup) if a.mode == "rows" else \
+        bench(a.iters, a.warmup)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -196,6 +196,7 @@ def test_param_dtype_float32_with_16bit_input():
 @pytest.mark.parametrize("rows", [0, 1, 3, 16])
 @pytest.mark.parametrize("shape,G,chain,dtype", [
     ((1000, 8192), 512, ("", "leaky_relu(0.01);mul(2)", ""), torch.float32),    # model 1 rows, 8 slices
+    ((1000, 8192), 512, ("", "leaky_relu(0.01);mul(2)", ""), torch.bfloat16),   # 4 slices: one wave of > 8 rows
     ((17, 8192), 512, ("", "add(@0)", "min"), torch.float32),                   # whole-row block, 4 vectors a thread
     ((5, 4096), 256, ("add(@0);hardtanh(-1,1);mish", "", "max"), torch.float32),  # 2 vectors a thread
     ((3, 2048), 64, ("", "relu", "sum"), torch.float32),                         # 1 vector a thread

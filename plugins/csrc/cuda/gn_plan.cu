@@ -50,13 +50,20 @@ bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 // Rows a block of the column-slice epilogue walks: enough to amortise the parameter loads while keeping about one
 // full wave of blocks on the device. Rounded up, so the blocks fit in one wave: rounding down gave model 2's
 // whole-row reduction 147 blocks of 7 rows for 132 resident slots (two waves, 62 us) where 128 blocks of 8 take
-// 37 us (H200, 2026-11-23).
-int tile_rows(int64_t N, int64_t slices, int64_t threads, const void* kernel, const DeviceInfo& dev, int forced) {
+// 37 us (H200, 2026-11-23). At most kTileDefaultRows, except that a launch without clusters takes up to
+// kTileMaxRows when that makes it one wave: the bfloat16 GEMM epilogues of the reference models (4 slices, 3 blocks
+// an SM) ran 1.29 waves of 8 rows in 28.8 / 36.4 us and one wave of 11 rows in 24.7 / 31.8 (H200, 2026-11-27
+// 16:30, tools/kernel_bench.py rows). Cluster launches (model 2's reduction) keep 8: their sweep was erratic (bfloat16
+// 11 rows 44.4 us, 12 rows 31.9; float32 16 rows 44.3 against 39.2 at 8).
+int tile_rows(int64_t N, int64_t slices, int64_t threads, const void* kernel, const DeviceInfo& dev, int forced,
+              bool clusters) {
   if (forced >= 1) return std::min(forced, kTileMaxRows);
   int per_sm = blocks_per_sm(kernel, int(threads), 0);
   if (per_sm <= 0) per_sm = int(std::max<int64_t>(1, 2048 / threads));
   const int64_t resident = int64_t(dev.sms) * per_sm;
-  return int(std::max<int64_t>(1, std::min<int64_t>(kTileDefaultRows, ceil_div(N * slices, resident))));
+  const int64_t one_wave = ceil_div(N * slices, resident);
+  const int64_t cap = !clusters && one_wave <= kTileMaxRows ? kTileMaxRows : kTileDefaultRows;
+  return int(std::max<int64_t>(1, std::min<int64_t>(cap, one_wave)));
 }
 
 // Groups per wave of the two-pass split (l2_wave_fraction > 0 only). Measured on H200 (docs/kernels.md): waves sized
@@ -186,7 +193,7 @@ GnVariant plan_row(const fusedops_groupnorm_desc& d, const GnPlan& plan, bool ve
       whole_row = true;
     }
     const unsigned cluster = reduce && slices > 1 ? unsigned(slices) : 1u;
-    const int rows = tile_rows(d.N, slices, threads, kernel, dev, o.epilogue_rows);
+    const int rows = tile_rows(d.N, slices, threads, kernel, dev, o.epilogue_rows, cluster > 1);
     const int64_t blocks = ceil_div(d.N, rows) * slices;
     if (blocks <= INT32_MAX) {
       GnStep s = launch_step(kernel, Args::P_LPG_SLICES_ROWS, dim3(unsigned(blocks)), dim3(unsigned(threads)));
