@@ -50,11 +50,10 @@ bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 // Rows a block of the column-slice epilogue walks: enough to amortise the parameter loads while keeping about one
 // full wave of blocks on the device. Rounded up, so the blocks fit in one wave: rounding down gave model 2's
 // whole-row reduction 147 blocks of 7 rows for 132 resident slots (two waves, 62 us) where 128 blocks of 8 take
-// 37 us (H200, 2026-11-23). At most kTileDefaultRows, except that a launch without clusters takes up to
-// kTileMaxRows when that makes it one wave: the bfloat16 GEMM epilogues of the reference models (4 slices, 3 blocks
-// an SM) ran 1.29 waves of 8 rows in 28.8 / 36.4 us and one wave of 11 rows in 24.7 / 31.8 (H200, 2026-11-27
-// 16:30, tools/kernel_bench.py rows). Cluster launches (model 2's reduction) keep 8: their sweep was erratic (bfloat16
-// 11 rows 44.4 us, 12 rows 31.9; float32 16 rows 44.3 against 39.2 at 8).
+// 37 us (H200, 2026-11-23). At most kTileDefaultRows, but up to kTileMaxRows where that makes a launch without
+// clusters one wave: bf16 epilogues of models 1 / 3 (4 slices, 3 blocks an SM) ran 1.29 waves of 8 rows in 28.8 / 36.4
+// us, one wave of 11 rows in 24.7 / 31.8 (H200, 2026-11-27, tools/kernel_bench.py rows). Cluster launches (model 2's
+// reduction) keep 8: their sweep was erratic (bf16 11 rows 44.4 us, 12 rows 31.9; fp32 16 rows 44.3, 8 rows 39.2).
 int tile_rows(int64_t N, int64_t slices, int64_t threads, const void* kernel, const DeviceInfo& dev, int forced,
               bool clusters) {
   if (forced >= 1) return std::min(forced, kTileMaxRows);
