@@ -229,7 +229,9 @@ struct ThreeTf32Mainloop : Base {
         pipeline.consumer_release(smem_pipe_release);
         ++smem_pipe_release;
       }
-      const int stage = smem_pipe_read.index();
+      // Broadcast from lane 0 so that ptxas knows the index is warp-uniform and builds W's descriptors in uniform
+      // registers (with the pipeline state's own index each HGMMA took two R2UR: ncu SASS, H200, 2026-11-27).
+      const int stage = __shfl_sync(0xFFFFFFFF, smem_pipe_read.index(), 0);
       ready_stage(pipeline, smem_pipe_read);
       warpgroup_fence_operand(fresh);
       warpgroup_fence_operand(tCrA_hi);
