@@ -14,8 +14,8 @@
 // - W (B) is split in shared memory by both math warpgroups (hi in place, lo into a second buffer of the same
 //   swizzled layout), fenced for the async proxy; they meet at a named barrier or per-stage mbarriers
 //   (ThreeTf32Schedule). On prepared weights (kPresplitW) TMA brings both parts and nothing is split here
-//   (three_tf32_presplit_mainloop.cuh). Splitting W in the producer warpgroup's one idle warp instead (CUTLASS's "MainloopAux" warp)
-//   was slower: 1.63-1.72 ms to 1.34-1.36 (H200, 2026-11-27; docs/kernels.md).
+//   (three_tf32_presplit_mainloop.cuh). Splitting W in the producer warpgroup's one idle warp instead (CUTLASS's
+//   "MainloopAux" warp) was slower: 1.63-1.72 ms to 1.34-1.36 (H200, 2026-11-27; docs/kernels.md).
 // - The split is hi = x rounded to TF32 (to nearest, ties away: the add-and-mask cvt.rna.tf32.f32 does for finite x)
 //   and lo = x - hi, exact in float32 and handed to wgmma unrounded (TF32 wgmma reads the top 19 bits: lo truncated
 //   at 2^-21 of x). On the CPU this matches rounding lo too (tools/split_3xtf32_check.py --gemm); non-finite x gives
