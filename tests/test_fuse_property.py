@@ -23,7 +23,8 @@ from onnx import helper
 from fusedops import catalog
 from fusedops.exporter import fuse_model
 
-from fuse_graphs import Graph, SETTINGS, assert_chain, build_case, check_same_results, draw_chain, fused_node, group_norm, make_model, run
+from fuse_graphs import (STEP_DRAWERS, Graph, SETTINGS, assert_chain, build_case, check_same_results, draw_chain,
+                         fused_node, group_norm, make_model, run)
 
 
 @settings(max_examples=40, **SETTINGS)
@@ -109,3 +110,36 @@ def test_second_consumer_stops_the_chain(data):
     x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
     for want, got in zip(run(model, x), run(fused, x)):  # 1e-4: as in test_unsupported_op_stops_the_chain
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+class _Replay:
+    """Hypothesis's ``data`` for one recorded example: each draw returns the next recorded value (a step drawer by
+    its name)."""
+
+    def __init__(self, values):
+        self.values, self.used = list(values), 0
+
+    def draw(self, _strategy):
+        value = self.values[self.used]
+        self.used += 1
+        if isinstance(value, str) and value.startswith("step_"):
+            return next(f for f in STEP_DRAWERS if f.__name__ == value)
+        return value
+
+
+# A random run's example (2026-11-27): Gemm, then sub / tanh / sub / silu, then GroupNorm with 2 channels a group, badly
+# conditioned: the function body ended 4.8e-5 and the original graph 3.0e-5 from the float64 truth.
+BADLY_CONDITIONED_DRAWS = ["torch", 21, 2, 2, 2, 3, 1e-05, 157599, "gemm", 3, 0, False, 4, "step_binary", "Sub", False,
+                           False, False, [0.5], [-1.0], (1,), "step_unary", "Tanh", "step_binary", "Sub", False, False,
+                           False, [0.5], [-1.0], (), "step_composite", "silu", False, 2, False, False, 0, ""]
+
+
+def test_badly_conditioned_group_keeps_results():
+    """The recorded example fuses completely, and the fused result is judged against float64 like the others."""
+    data = _Replay(BADLY_CONDITIONED_DRAWS)
+    case = build_case(data)
+    assert data.used == len(BADLY_CONDITIONED_DRAWS), "the recorded draws no longer describe one case"
+    fused = fuse_model(case.model)
+    assert len(fused.graph.node) == 1 and fused_node(fused).op_type == case.op
+    got = check_same_results(case.model, fused, case.x)
+    assert np.isfinite(got).all()
