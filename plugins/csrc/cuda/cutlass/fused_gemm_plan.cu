@@ -36,16 +36,9 @@ constexpr int kSplitThreads = 256;
 __global__ void __launch_bounds__(kSplitThreads)
     split_weights_kernel(const uint4* __restrict__ w, uint4* __restrict__ hi, uint4* __restrict__ lo, int64_t n4) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
-    uint4 x = w[i], h, l;
-    const uint32_t* xs = reinterpret_cast<const uint32_t*>(&x);
-    uint32_t* hs = reinterpret_cast<uint32_t*>(&h);
-    uint32_t* ls = reinterpret_cast<uint32_t*>(&l);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      hs[j] = tf32_hi_bits(xs[j]);
-      ls[j] = tf32_lo_bits(xs[j], hs[j]);
-    }
-    hi[i] = h;
+    uint4 x = w[i], l;
+    tf32_split4(x, l);
+    hi[i] = x;
     lo[i] = l;
   }
 }

@@ -127,54 +127,41 @@ struct ThreeTf32Mainloop : Base {
   CUTLASS_DEVICE static void split(uint32_t* hi, uint32_t* lo, int thread_idx) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 4 * thread_idx; i < kStageB; i += 4 * kMathThreads) {
-      uint4 x = *reinterpret_cast<const uint4*>(hi + i);
-      uint4 l;
-      uint32_t* xs = reinterpret_cast<uint32_t*>(&x);
-      uint32_t* ls = reinterpret_cast<uint32_t*>(&l);
-      CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t h = tf32_hi_bits(xs[j]);
-        ls[j] = tf32_lo_bits(xs[j], h);
-        xs[j] = h;
-      }
+      uint4 x = *reinterpret_cast<const uint4*>(hi + i), l;
+      tf32_split4(x, l);
       *reinterpret_cast<uint4*>(hi + i) = x;
       *reinterpret_cast<uint4*>(lo + i) = l;
     }
   }
 
-  // This thread's A values of a landed stage, split into hi / lo registers.
-  template <class Frag>
-  CUTLASS_DEVICE static void load_a(Frag& hi, Frag& lo, uint32_t a_stage, uint32_t row8) {
+  // This thread's A values of a landed stage, split into hi / lo registers; `address(v, kb)`: the shared-memory
+  // address of value v of k-block kb.
+  template <class Frag, class Address>
+  CUTLASS_DEVICE static void load_a_at(Frag& hi, Frag& lo, Address address) {
     CUTLASS_PRAGMA_UNROLL
     for (int kb = 0; kb < cute::size<2>(hi); ++kb) {
       CUTLASS_PRAGMA_UNROLL
       for (int v = 0; v < cute::size<0>(hi); ++v) {
         uint32_t u;
-        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u) : "r"(a_stage + a_value_offset(row8, v, kb)));
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(u) : "r"(address(v, kb)));
         const uint32_t h = tf32_hi_bits(u);
         hi(v, 0, kb) = cutlass::tfloat32_t::bitcast(h);
         lo(v, 0, kb) = cutlass::tfloat32_t::bitcast(tf32_lo_bits(u, h));
       }
     }
   }
-
-  // The same from this thread's eight 16-byte chunk addresses of stage 0 (`chunk[j]`: k-blocks j / 2, column half
-  // j % 2; a_value_offset's values) plus the stage's offset: one add per chunk a k-tile instead of the swizzle.
+  // From the stage's address of the thread's first value and its swizzle bits.
+  template <class Frag>
+  CUTLASS_DEVICE static void load_a(Frag& hi, Frag& lo, uint32_t a_stage, uint32_t row8) {
+    load_a_at(hi, lo, [&](int v, int kb) { return a_stage + a_value_offset(row8, v, kb); });
+  }
+  // From this thread's eight 16-byte chunk addresses of stage 0 (`chunk[j]`: k-blocks j / 2, column half j % 2;
+  // a_value_offset's values) plus the stage's offset: one add per chunk a k-tile instead of the swizzle.
   template <class Frag>
   CUTLASS_DEVICE static void load_a_chunks(Frag& hi, Frag& lo, const uint32_t (&chunk)[8], uint32_t stage_offset) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int kb = 0; kb < cute::size<2>(hi); ++kb) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int v = 0; v < cute::size<0>(hi); ++v) {
-        uint32_t u;
-        asm volatile("ld.shared.b32 %0, [%1];"
-                     : "=r"(u)
-                     : "r"(chunk[(v >> 1) + 2 * kb] + stage_offset + uint32_t((v & 1) * 8 * 128)));
-        const uint32_t h = tf32_hi_bits(u);
-        hi(v, 0, kb) = cutlass::tfloat32_t::bitcast(h);
-        lo(v, 0, kb) = cutlass::tfloat32_t::bitcast(tf32_lo_bits(u, h));
-      }
-    }
+    load_a_at(hi, lo, [&](int v, int kb) {
+      return chunk[(v >> 1) + 2 * kb] + stage_offset + uint32_t((v & 1) * 8 * 128);
+    });
   }
 
   // A landed stage: this thread's share of W split (kSplitBarriers: and signalled; ready_stage waits for the rest;
