@@ -203,8 +203,10 @@ struct ThreeTf32Mainloop : Base {
     auto thread_mma = tiled_mma.get_thread_slice(thread_idx);
     Tensor tCrA_hi = thread_mma.partition_fragment_A(sA(_, _, 0));  // (MMA,MMA_M,MMA_K)
     Tensor tCrA_lo = make_fragment_like(tCrA_hi);
-    Tensor tCrB = warp_group_mma.make_fragment_B(warp_group_mma.partition_B(sB));  // (MMA,MMA_N,MMA_K,PIPE)
-    Tensor tCrB_lo = warp_group_mma.make_fragment_B(warp_group_mma.partition_B(sB_lo));
+    // W's descriptors (MMA,MMA_N,MMA_K,PIPE), their base address field pinned in a register: otherwise ptxas rebuilt
+    // it from the shared-memory window every k-tile (S2UR SR_CgaCtaId, shifts and masks).
+    Tensor tCrB = pin_descriptors(warp_group_mma.make_fragment_B(warp_group_mma.partition_B(sB)));
+    Tensor tCrB_lo = pin_descriptors(warp_group_mma.make_fragment_B(warp_group_mma.partition_B(sB_lo)));
     CUTE_STATIC_ASSERT_V(size<1>(tCrA_hi) == Int<1>{});  // one m64 block a warpgroup (load_a)
     CUTE_STATIC_ASSERT_V(size<1>(tCrA_hi) == size<1>(accum));  // MMA_M
     CUTE_STATIC_ASSERT_V(size<2>(tCrA_hi) == size<2>(tCrB));   // MMA_K
@@ -214,7 +216,6 @@ struct ThreeTf32Mainloop : Base {
     const uint32_t a_thread = cute::cast_smem_ptr_to_uint(shared_tensors.smem_A.data()) + a_thread_offset(thread_idx);
     const uint32_t row8 = a_row8(a_thread);  // (stages are 16 KiB apart: the same swizzle bits in each)
 
-    PipelineState smem_pipe_release = smem_pipe_read;
     // Each k-tile's products go to fresh accumulators, added into `accum` with IEEE adds once they are done. The
     // tensor cores' accumulation rounds toward zero: 3 K / 8 MMAs into one accumulator left this mode 4-17 x eager
     // FP32's error, growing linearly in K (docs/kernels.md); the convolution's 3xTF32 fell below eager's with the
@@ -233,7 +234,9 @@ struct ThreeTf32Mainloop : Base {
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 8; ++j) {
         a_chunk[j] = a_thread + ((uint32_t(j) ^ row8) << 4);
-        asm volatile("" : "+r"(a_chunk[j]));  // opaque: kept in a register, not rematerialised
+        // A shuffle from itself: ptxas cannot recompute a shuffle's result, so it keeps it (an empty asm statement
+        // only held against the front end; ptxas rebuilt the addresses whenever the loop changed).
+        a_chunk[j] = __shfl_sync(0xFFFFFFFF, a_chunk[j], threadIdx.x % 32);
       }
     }
     auto load_x = [&](PipelineState state) {
@@ -246,12 +249,12 @@ struct ThreeTf32Mainloop : Base {
       take_stage(pipeline, smem_pipe_read, b_words, b_lo_words, thread_idx);
       load_x(smem_pipe_read);
     }
+    // Counted down: with `k_tile < k_tile_count` ptxas re-derived the count from K in every k-tile, twice. This loop
+    // and the pinned values above and below took the prepared kernel's k-tile from 234 to 216 instructions a math
+    // warp (cuobjdump -sass, nvcc 13.0; in-kernel split 307-321 -> 303-308).
+    PipelineState smem_pipe_release = smem_pipe_read;
     CUTLASS_PRAGMA_NO_UNROLL
-    for (int k_tile = 0; k_tile < k_tile_count; ++k_tile) {
-      if (k_tile > 0) {  // the previous k-tile's wgmmas were waited for: its stage goes back to the producer
-        pipeline.consumer_release(smem_pipe_release);
-        ++smem_pipe_release;
-      }
+    for (int left = k_tile_count; left > 0; --left) {
       // Broadcast from lane 0 so that ptxas knows the index is warp-uniform and builds W's descriptors in uniform
       // registers (with the pipeline state's own index each HGMMA took two R2UR: ncu SASS, H200, 2026-11-27).
       const int stage = __shfl_sync(0xFFFFFFFF, smem_pipe_read.index(), 0);
@@ -271,8 +274,16 @@ struct ThreeTf32Mainloop : Base {
       }
       warpgroup_commit_batch();
       ++smem_pipe_read;
-      const bool more = k_tile + 1 < k_tile_count;
+      const bool more = left > 1;
       if (more) take_stage(pipeline, smem_pipe_read, b_words, b_lo_words, thread_idx);  // while the wgmmas run
+      // The previous k-tile's stage goes back to the producer (its wgmmas were waited for). Where this happens
+      // matters (ncu cycles at a fixed clock, H200, 2026-11-27): at the top of the k-tile 1.71-1.73 M (the wgmmas
+      // start 13 instructions later), here 1.71 M and the fastest timed (1.00 ms against 1.02), right after the
+      // wgmma wait, before the adds, 1.92-1.98 M.
+      if (left < k_tile_count) {
+        pipeline.consumer_release(smem_pipe_release);
+        ++smem_pipe_release;
+      }
       warpgroup_wait<0>();
       warpgroup_fence_operand(fresh);
       warpgroup_fence_operand(tCrA_hi);
@@ -284,6 +295,15 @@ struct ThreeTf32Mainloop : Base {
     warpgroup_fence_operand(accum);
   }
   // mma_tail: the base's (waits for all wgmmas, releases the one stage still held).
+
+  // A descriptor tensor whose base address field comes through a shuffle (warp-uniform: the warpgroup's), so ptxas
+  // keeps it in a register instead of rebuilding it from the shared-memory window.
+  template <class DescTensor>
+  CUTLASS_DEVICE static auto pin_descriptors(DescTensor const& t) {
+    auto it = t.data();
+    it.desc_.reg32_[0] = __shfl_sync(0xFFFFFFFF, it.desc_.reg32_[0], 0);
+    return cute::make_tensor(it, t.layout());
+  }
 };
 
 // The mainloop type: CUTLASS's builder picks the TF32 wgmma atom and swizzled shared-memory layouts for float
