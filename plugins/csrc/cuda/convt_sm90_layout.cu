@@ -44,7 +44,10 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   const int64_t wpad = g.wout + (g.kw - 1) * g.dw;
   const int64_t halo = (g.kh - 1) * g.dh * wpad + (g.kw - 1) * g.dw;
   const int64_t pixels = convt_sm90_tile_pixels(l->three);
-  const int64_t span = int64_t(up(size_t(pixels + halo), 8));
+  // A stage plane's slot count: at least the tile's pixels + halo; for 16-bit X one slot more than a multiple of 8,
+  // so that the producers' 16-byte stores of the two channel groups (the fastest item index, item_coords in
+  // convt_wgmma_producers.cuh) land on different banks.
+  const int64_t span = int64_t(up(size_t(pixels + halo), 8)) + (f32 ? 0 : 1);
   const int64_t flat = g.hout * wpad;
   // 32-bit index arithmetic in the kernel; the descriptors' 14-bit strides bound a stage's slots.
   if (flat + span >= INT32_MAX || 8 * g.hin * g.win >= INT32_MAX || span >= 16384 || gn.N > 65535 ||

@@ -50,7 +50,7 @@ struct ConvtSm90Params {
   int32_t batch, cin, cout, hin, win, hout, wout;
   int32_t kh, kw, dh, dw;
   int32_t wpad, offy, offx;  // padded grid width; input row / column = padded row / column - offy / offx
-  int32_t span;              // staged slots a stage holds (multiple of 8)
+  int32_t span;              // staged slots a stage plane holds (float32: a multiple of 8; 16-bit: 8 k + 1)
   int32_t chunks, stages;    // input-channel chunks (cin / 8 float32, cin / 16 16-bit); pipeline depth
   int32_t tiles;             // pixel tiles of convt_sm90_tile_pixels(three) a sample
   int32_t G, Cg, tiles_c;
