@@ -47,7 +47,7 @@ struct TileItems {
   int iy_lo, ngroups, items, rows_d;
 };
 template <int E>
-__device__ __forceinline__ TileItems tile_items(const ConvtSm90Params& p, int m0) {
+__host__ __device__ __forceinline__ TileItems tile_items(const ConvtSm90Params& p, int m0) {
   const int iy_lo = max(0, m0 / p.wpad - p.offy);
   const int iy_hi = min(p.hin - 1, (m0 + p.span - 1) / p.wpad - p.offy);
   const int rows = max(0, iy_hi - iy_lo + 1), ngroups = (p.win + E - 1) / E;
@@ -61,7 +61,7 @@ __device__ __forceinline__ TileItems tile_items(const ConvtSm90Params& p, int m0
 // 256 bytes. Measured (H200, 2026-11-27): BF16 model 4 6 % faster; rows in the quarter-warp too (2-way conflicts)
 // no faster; for float32 65 % fewer conflicts gained nothing at ncu's fixed clock, so it keeps its order.
 template <int E>
-__device__ __forceinline__ void item_coords(int i, int ngroups, int rows_d, int& chan, int& r, int& cgroup) {
+__host__ __device__ __forceinline__ void item_coords(int i, int ngroups, int rows_d, int& chan, int& r, int& cgroup) {
   if constexpr (E == 8) {
     chan = i & 1, cgroup = (i >> 1) % ngroups, r = (i >> 1) / ngroups;
   } else {
@@ -75,7 +75,7 @@ __device__ __forceinline__ void item_coords(int i, int ngroups, int rows_d, int&
 // padding crops (padded column outside [0, wpad)) is read by no output; storing it would land in the neighbouring
 // padded row.
 template <int E, int kItems>
-__device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, int tid, int items, int ngroups,
+__host__ __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, int tid, int items, int ngroups,
                                            int rows_d, int iy_lo, int m0, int64_t plane, int (&isrc)[kItems],
                                            int (&idst)[kItems], uint32_t& lmask, uint32_t& smask,
                                            int cstride = 0, int* islot = nullptr) {
