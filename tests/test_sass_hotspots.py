@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("sass_hotspots", ROOT / "tools" / "sass_hotspots.py")
 sass_hotspots = importlib.util.module_from_spec(_spec)
@@ -33,3 +35,27 @@ def test_a_file_without_the_table_is_named(tmp_path, capsys):
     csv.write_text('"==PROF== error"\n')
     assert sass_hotspots.main([str(csv)]) == 1
     assert "no SASS source table" in capsys.readouterr().out
+
+
+def test_predicates_padded_with_spaces_and_regions_by_offset(tmp_path, capsys):
+    # ncu pads a predicate from its opcode with two spaces: "@!P1  BRA" is a BRA (it was once counted as "").
+    csv = tmp_path / "sass.csv"
+    csv.write_text(HEADER +
+                   '"0x7f0000001000","HGMMA.64x128x16.F32.BF16 R88, gdesc[UR20], R88","100","90","72"\n'
+                   '"0x7f0000001010","@!P0  BRA 0x7f0000001000","300","280","8"\n'
+                   '"0x7f0000002000","FFMA R4, R88, R2, R3","600","500","5000"\n')
+    assert sass_hotspots.main([str(csv), "1", "--region", "main=0:1000", "--region", "epi=1000:2000",
+                               "--per", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "FFMA 60.0%, BRA 30.0%, HGMMA 10.0%" in out
+    assert "+1000  FFMA" in out  # the top line names its offset from the first instruction
+    assert "region main [+0, +1000): 2 instructions, 40.0% of the samples, 80 executed, 8 per 10" in out
+    assert "region epi [+1000, +2000): 1 instructions, 60.0% of the samples, 5000 executed, 500 per 10" in out
+
+
+def test_a_malformed_region_is_named(tmp_path, capsys):
+    csv = tmp_path / "sass.csv"
+    csv.write_text(HEADER + '"0x10","NOP","1","1","1"\n')
+    with pytest.raises(SystemExit):
+        sass_hotspots.main([str(csv), "--region", "oops"])
+    assert "expected NAME=START:END" in capsys.readouterr().err

@@ -2,14 +2,18 @@
 
     ncu --section SourceCounters --section WarpStateStats -o prof ...   # on the GPU machine
     ncu -i prof.ncu-rep --page source --csv --print-source sass > sass.csv
-    python tools/sass_hotspots.py sass.csv [TOP]
+    python tools/sass_hotspots.py sass.csv [TOP] [--region NAME=START:END ...] [--per N]
 
 Prints the stall samples summed by opcode (HGMMA, SHFL, LDL, STG, BRX, ...) and the TOP instructions with the most
-samples, with their address and text. Column names are matched loosely (they differ between ncu versions).
+samples, with their address (and offset from the kernel's first instruction) and text. Each --region (hex offsets
+from the first instruction, END excluded) adds its share of the samples and the warp instructions it executed,
+divided by --per (e.g. consumer warps x tiles: instructions a warp a tile). Column names are matched loosely (they
+differ between ncu versions).
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
 import csv
 import sys
@@ -30,17 +34,38 @@ def _number(text: str) -> float:
         return 0.0
 
 
+def _opcode(text: str) -> str:
+    words = text.split()
+    if words and words[0].startswith("@"):  # predicated: the opcode is the next word
+        words = words[1:]
+    return words[0].split(".")[0] if words else "?"
+
+
+def _region(text: str) -> tuple[str, int, int]:
+    try:
+        name, span = text.split("=", 1)
+        lo, hi = span.split(":", 1)
+        return name, int(lo, 16), int(hi, 16)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--region {text!r}: expected NAME=START:END in hex offsets") from e
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
-    top = int(argv[1]) if len(argv) > 1 else 30
-    with open(argv[0], newline="") as f:
+    ap = argparse.ArgumentParser(prog="sass_hotspots.py")
+    ap.add_argument("csv")
+    ap.add_argument("top", nargs="?", type=int, default=30)
+    ap.add_argument("--region", type=_region, action="append", default=[])
+    ap.add_argument("--per", type=float, default=1.0)
+    a = ap.parse_args(argv)
+    with open(a.csv, newline="") as f:
         rows = list(csv.reader(f))
     start = next((i for i, r in enumerate(rows) if any("Source" == c.strip() for c in r) and
                   any("Address" in c for c in r)), None)
     if start is None:
-        print(f"sass_hotspots: no SASS source table in {argv[0]} (first line: {rows[0][:4] if rows else 'empty'})")
+        print(f"sass_hotspots: no SASS source table in {a.csv} (first line: {rows[0][:4] if rows else 'empty'})")
         return 1
     header = rows[start]
     src = header.index("Source") if "Source" in header else _column(header, "source")
@@ -54,18 +79,28 @@ def main(argv: list[str]) -> int:
     total = sum(_number(r[samples]) for r in body) or 1.0
     by_op: collections.Counter = collections.Counter()
     for r in body:
-        op = r[src].strip().split(" ")[0] if r[src].strip() else "?"
-        if op.startswith("@"):  # predicated: the opcode is the next word
-            parts = r[src].strip().split(" ")
-            op = parts[1] if len(parts) > 1 else op
-        by_op[op.split(".")[0]] += _number(r[samples])
+        by_op[_opcode(r[src])] += _number(r[samples])
+
+    def offset(r: list[str]) -> int | None:
+        try:
+            return int(r[addr], 16) - int(body[0][addr], 16)
+        except (TypeError, ValueError, IndexError):
+            return None
+
     print(f"stall samples: {total:.0f} over {len(body)} instructions; by opcode (share):")
     print("  " + ", ".join(f"{op} {n / total:.1%}" for op, n in by_op.most_common(16)))
-    print(f"top {top} instructions (samples share, executed, address, SASS):")
-    for r in sorted(body, key=lambda r: -_number(r[samples]))[:top]:
+    print(f"top {a.top} instructions (samples share, executed, address, offset, SASS):")
+    for r in sorted(body, key=lambda r: -_number(r[samples]))[:a.top]:
         ex = r[executed] if executed is not None else "-"
-        print(f"  {_number(r[samples]) / total:6.2%} {ex:>10} {r[addr] if addr is not None else '-':>8}  "
-              f"{r[src].strip()[:110]}")
+        off = offset(r)
+        print(f"  {_number(r[samples]) / total:6.2%} {ex:>10} {r[addr] if addr is not None else '-':>8} "
+              f"{'+%x' % off if off is not None else '-':>8}  {r[src].strip()[:110]}")
+    for name, lo, hi in a.region:
+        inside = [r for r in body if (o := offset(r)) is not None and lo <= o < hi]
+        share = sum(_number(r[samples]) for r in inside) / total
+        ex = sum(_number(r[executed]) for r in inside) if executed is not None else float("nan")
+        print(f"region {name} [+{lo:x}, +{hi:x}): {len(inside)} instructions, {share:.1%} of the samples, "
+              f"{ex:.0f} executed, {ex / a.per:.0f} per {a.per:g}")
     return 0
 
 
