@@ -75,10 +75,10 @@ __host__ __device__ __forceinline__ void item_coords(int i, int ngroups, int row
 // padding crops (padded column outside [0, wpad)) is read by no output; storing it would land in the neighbouring
 // padded row.
 template <int E, int kItems>
-__host__ __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, int tid, int items, int ngroups,
-                                           int rows_d, int iy_lo, int m0, int64_t plane, int (&isrc)[kItems],
-                                           int (&idst)[kItems], uint32_t& lmask, uint32_t& smask,
-                                           int cstride = 0, int* islot = nullptr) {
+__host__ __device__ __forceinline__ void item_table(const ConvtSm90Params& p, int base, int tid, int items,
+                                                    int ngroups, int rows_d, int iy_lo, int m0, int64_t plane,
+                                                    int (&isrc)[kItems], int (&idst)[kItems], uint32_t& lmask,
+                                                    uint32_t& smask, int cstride = 0, int* islot = nullptr) {
   lmask = smask = 0;
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
