@@ -19,6 +19,7 @@ as fast as ORT's and whose epilogue were free would be (Linear + GroupNorm part)
 from __future__ import annotations
 
 import argparse
+import ctypes
 import statistics
 import sys
 import time
@@ -131,6 +132,11 @@ def measure(name: str, lib: str, iters: int, repeats: int, threads: int = 0, cpu
         feeds["linear"] = {lin_model.graph.input[0].name: x.numpy()}
         feeds["gn_part"] = {gn_model.graph.input[0].name: z2.numpy()}
     ys = {k: sessions[k].run(None, feeds[k])[0] for k in ("unfused", "fused")}
+    # What the fused GEMM runs on, asked while the fused session holds the library: ORT unloads a custom-op library
+    # with its last session, and a fresh load would report the library's own search instead of the session's choice.
+    loaded = ctypes.CDLL(lib)
+    loaded.fusedops_ort_cpu_blas.restype = ctypes.c_char_p
+    blas_used = loaded.fusedops_ort_cpu_blas().decode(errors="replace")
     err = float(np.abs(ys["fused"] - ys["unfused"]).max())
     ratios, med = [], {k: [] for k in sessions}
     for _ in range(repeats):
@@ -140,7 +146,7 @@ def measure(name: str, lib: str, iters: int, repeats: int, threads: int = 0, cpu
         ratios.append(m["unfused"] / m["fused"])
     out = {"name": name, "shape": shape, "S": s, "unfused_ms": statistics.median(med["unfused"]),
            "fused_ms": statistics.median(med["fused"]), "ratio": statistics.median(ratios),
-           "ratio_min": min(ratios), "ratio_max": max(ratios), "max_abs_diff": err}
+           "ratio_min": min(ratios), "ratio_max": max(ratios), "max_abs_diff": err, "blas": blas_used}
     if "linear" in med:
         out["linear_ms"] = statistics.median(med["linear"])
         out["gn_part_ms"] = statistics.median(med["gn_part"])
@@ -171,8 +177,10 @@ def main(argv=None) -> int:
     print("| case | shape | S | unfused ORT ms | fused + library ms | unfused/fused (median; min-max) | max abs diff |"
           + extra)
     print("|---|---|---|---|---|---|---|" + ("---|---|---|" if a.breakdown else ""))
+    results = []
     for name in a.only or CASES:
         r = measure(name, lib, a.iters, a.repeats, a.threads, blas, a.breakdown)
+        results.append(r)
         row = (f"| {r['name']} | {'x'.join(map(str, r['shape']))} | {r['S']} | {r['unfused_ms']:.3f} | "
                f"{r['fused_ms']:.3f} | {r['ratio']:.2f}x ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | "
                f"{r['max_abs_diff']:.1e} |")
@@ -183,12 +191,9 @@ def main(argv=None) -> int:
             else:
                 row += " - | - | - |"
         print(row, flush=True)
-    # What the fused GEMM ran on, from the library ORT loaded (the same handle): OpenBLAS names its kernel set
-    # (e.g. Haswell or SkylakeX, which OPENBLAS_CORETYPE can force).
-    import ctypes
-    loaded = ctypes.CDLL(lib)
-    loaded.fusedops_ort_cpu_blas.restype = ctypes.c_char_p
-    print(f"fused GEMM ran on: {loaded.fusedops_ort_cpu_blas().decode(errors='replace')}")
+    # OpenBLAS names its kernel set (e.g. Haswell or SkylakeX, which OPENBLAS_CORETYPE can force).
+    for used in sorted({r["blas"] for r in results}):
+        print(f"fused GEMM ran on: {used}")
     return 0
 
 
