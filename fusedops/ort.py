@@ -122,6 +122,9 @@ def session(model: Any, providers: Sequence[str] | None = None, allow_tf32: bool
             so.add_session_config_entry(CONFIG_CPU_BLAS, blas)
         if so.intra_op_num_threads > 0 and _config_entry(so, CONFIG_INTRA_OP_THREADS) is None:
             so.add_session_config_entry(CONFIG_INTRA_OP_THREADS, str(so.intra_op_num_threads))
+        # ORT unloads a custom-op library with the last session that holds it; our handle keeps it loaded, so the
+        # counters and the BLAS choice still describe this process's runs after the sessions are gone.
+        _counters()
         so.register_custom_ops_library(str(lib))
         so.add_session_config_entry(_CONFIG_REGISTERED, want)
     elif registered != want:
@@ -162,7 +165,8 @@ def run(sess, inputs: Mapping[str, Any]) -> list[np.ndarray]:
 
 
 def _counters() -> ctypes.CDLL:
-    """The library as loaded by ORT (dlopen returns the same handle, so the counters are the ones ORT bumps)."""
+    """The library as loaded by ORT (dlopen returns the same handle, so the counters are the ones ORT bumps). Held for
+    the process's lifetime: ``session`` takes it before registering, so ORT's unload after its last session keeps it."""
     global _counter_lib
     with _lock:
         if _counter_lib is None:

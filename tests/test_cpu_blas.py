@@ -237,3 +237,32 @@ print(lib.fusedops_cpu_blas().decode())
     assert proc.returncode == 0, proc.stderr[-2000:]
     used = proc.stdout.strip().splitlines()[-1]
     assert used.startswith("OpenBLAS") and wheel_blas in used, used
+
+
+def test_ort_counters_and_blas_outlive_the_last_session(fo):
+    """ORT unloads a custom-op library with the last session holding it (seen after a GEMM run); fusedops.ort.session
+    keeps it loaded, so kernel_calls() and cpu_blas() still describe the runs after the session is gone (a fresh load
+    read 0 calls and its own BLAS search, "Eigen ... no system BLAS found"). A fresh process: this one holds it already."""
+    code = """
+import gc
+import numpy as np
+from fusedops import ort as fo
+from test_ort_lib import fused_graph
+from fusedops.plugins import cpu_blas
+attrs = {"num_groups": 4, "epsilon": 1e-5, "pre": "", "post": "silu", "reduce": "", "trans_b": 1, "allow_tf32": 1}
+sess = fo.session(fused_graph("GemmGroupNormAct", attrs, 0), providers=["CPUExecutionProvider"])
+rng = np.random.default_rng(0)
+sess.run(None, {"X": rng.random((8, 16), np.float32), "W": rng.random((32, 16), np.float32),
+                "B": rng.random(32, np.float32), "gamma": rng.random(32, np.float32),
+                "beta": rng.random(32, np.float32)})
+del sess
+gc.collect()
+# asked only now, after the last session: nothing but fusedops.ort.session has taken the library before
+print(fo.kernel_calls("cpu"), str(cpu_blas.default_choice()) in fo.cpu_blas(), fo.cpu_blas())
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    calls, chosen, *_ = proc.stdout.strip().splitlines()[-1].split(" ")
+    assert calls == "1", proc.stdout
+    assert chosen == "True" or cpu_blas.default_choice() is None, proc.stdout  # the BLAS the session was given
