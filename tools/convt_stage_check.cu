@@ -13,6 +13,7 @@
 #include <map>
 #include <vector>
 
+#include "core/conv_rules.h"
 #include "cuda/sm90/convt_wgmma_producers.cuh"
 
 using namespace fusedops::cuda;
@@ -28,8 +29,10 @@ struct Case {
 fusedops_op_desc describe(const Case& c, int32_t x_dtype) {
   fusedops_op_desc d{};
   d.op = FUSEDOPS_OP_CONVTRANSPOSE_GROUPNORM_ACT;
-  const int hout = c.hin + c.k - 1 - 2 * c.pad, wout = c.win + c.k - 1 - 2 * c.pad;
-  d.d.gn.N = 2, d.d.gn.C = c.cout, d.d.gn.S = int64_t(hout) * wout, d.d.gn.num_groups = c.cout / 8;
+  // stride 1, no output padding, dilation 1
+  const int64_t hout = fusedops::core::convtranspose_output_size(c.hin, c.k, 1, c.pad, c.pad, 0, 1);
+  const int64_t wout = fusedops::core::convtranspose_output_size(c.win, c.k, 1, c.pad, c.pad, 0, 1);
+  d.d.gn.N = 2, d.d.gn.C = c.cout, d.d.gn.S = hout * wout, d.d.gn.num_groups = c.cout / 8;
   d.d.gn.epsilon = 1e-5f, d.d.gn.x_dtype = x_dtype, d.d.gn.param_dtype = x_dtype;
   d.d.allow_tf32 = 1;
   fusedops_conv_desc& v = d.conv;
