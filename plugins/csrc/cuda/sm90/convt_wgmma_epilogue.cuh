@@ -11,36 +11,61 @@ namespace sm90 {
 
 constexpr int kLdTile = 256 + 8;  // shared epilogue tile row stride (floats): = 8 (mod 32), conflict-free float2 stores
 
-__device__ __forceinline__ void store_pair(float* y, float a, float b) {
-  *reinterpret_cast<float2*>(y) = make_float2(a, b);
+// Two consecutive elements of Y from float32 at y + i (i < 2^32 elements), stored where `out` holds: a predicated
+// store, no branch region (a branch a fragment column kept ptxas from interleaving the columns' arithmetic), and one
+// wide multiply-add for the address.
+__device__ __forceinline__ void store_pair_if(bool out, float* y, uint32_t i, float a, float b) {
+  asm volatile(
+      "{\n .reg .pred p;\n .reg .b64 a;\n setp.ne.b32 p, %0, 0;\n mad.wide.u32 a, %2, 4, %1;\n"
+      " @p st.global.v2.f32 [a], {%3, %4};\n}" ::"r"(int(out)),
+      "l"(y), "r"(i), "f"(a), "f"(b)
+      : "memory");
 }
-__device__ __forceinline__ void store_pair(__nv_bfloat16* y, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162*>(y) = __floats2bfloat162_rn(a, b);
+__device__ __forceinline__ void store_word_if(bool out, const void* y, uint32_t i, uint32_t v) {
+  asm volatile(
+      "{\n .reg .pred p;\n .reg .b64 a;\n setp.ne.b32 p, %0, 0;\n mad.wide.u32 a, %2, 2, %1;\n"
+      " @p st.global.b32 [a], %3;\n}" ::"r"(int(out)),
+      "l"(y), "r"(i), "r"(v)
+      : "memory");
 }
-__device__ __forceinline__ void store_pair(__half* y, float a, float b) {
-  *reinterpret_cast<__half2*>(y) = __floats2half2_rn(a, b);
+__device__ __forceinline__ void store_pair_if(bool out, __nv_bfloat16* y, uint32_t i, float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  store_word_if(out, y, i, *reinterpret_cast<const uint32_t*>(&v));
+}
+__device__ __forceinline__ void store_pair_if(bool out, __half* y, uint32_t i, float a, float b) {
+  const __half2 v = __floats2half2_rn(a, b);
+  store_word_if(out, y, i, *reinterpret_cast<const uint32_t*>(&v));
 }
 
-// The epilogue on the accumulators, for `pre` = nothing (kPre 0) or GELU alone (kPre 1, gelu_fast as the GroupNormAct
-// kernels run it): bias + pre in registers, Y stored straight from the fragments (a lane quad writes 8 consecutive
+// The epilogue on the accumulators, for `pre` = nothing (kPre 0) or GELU alone (kPre 1: gelu_fast as the GroupNormAct
+// kernels run it for float32 Y, gelu_fast16 for 16-bit Y): bias + pre in registers, Y stored straight from the fragments (a lane quad writes 8 consecutive
 // pixels of a channel row), then exact two-pass statistics of each GroupNorm group over the warpgroup's pixels:
 // the sum of every 8-row block by warp shuffles, the blocks of a group combined through shared memory (groups of 32
 // or 64+ channels span warps), then the squared deviations from the group mean the same way. No shared memory of the
 // tile's size: the stages stay untouched. N accumulators a thread: the warpgroup's 2 N pixels (256, or 128 at
 // 3xTF32).
+//
+// Branch-free per fragment column (the ncu SASS profile of 2026-11-27 put this epilogue at 39 instructions a value,
+// a third of them the row-wrap loop, 64-bit store addresses and per-value validity tests, with a branch region per
+// column that kept ptxas from interleaving the columns' GELUs): the pixel pair's position steps by 8 with at most one
+// row wrap (wpad >= 8, convt_gn.cu), its Y offset is 32-bit (a plane fits int32), stores and sums are predicated,
+// and validity is one bit a column.
 template <typename T, int kPre, int N>
 __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, float (&acc)[N], float* xch, int wg,
                                                    int wl, int lane, int m0, int n, int ct, int tile) {
+  static_assert(N / 4 <= 32, "one validity bit a fragment column");
   named_sync(2 + wg, 128);  // a persistent block's previous tile read `xch` last: its warps are past that
   const int co0 = ct * kSm90Cout, rbase = wl * 16 + (lane >> 2);
   const float b0 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase) : 0.f;
   const float b1 = p.bias ? load_param(p.bias, p.param_dtype, co0 + rbase + 8) : 0.f;
-  const int64_t HW = int64_t(p.hout) * p.wout;
+  const int HW = p.hout * p.wout;  // (plan: a plane fits int32)
   T* y0 = static_cast<T*>(p.y) + (int64_t(n) * p.cout + co0 + rbase) * HW;
-  T* y1 = y0 + 8 * HW;
+  T* y1 = y0 + 8 * int64_t(HW);
   const int pix = m0 + wg * 2 * N + 2 * (lane & 3);  // this lane's first pixel column (j = 0, e = 0)
   int oy = pix / p.wpad, ox = pix - oy * p.wpad;
-  uint64_t valid = 0;  // bit 2 j + e: pixel pix + 8 j + e is an output
+  int off = oy * p.wout + ox;  // the pair's offset in a Y plane where it is an output
+  const int wrap = p.wpad - p.wout;
+  uint32_t valid = 0;  // bit j: pixels pix + 8 j and pix + 8 j + 1 are outputs
   float s0 = 0.f, s1 = 0.f;
 #pragma unroll
   for (int j = 0; j < N / 4; ++j) {
@@ -49,24 +74,26 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
       float& v0 = acc[4 * j + e];
       float& v1 = acc[4 * j + 2 + e];
       v0 += b0, v1 += b1;
-      if (kPre == 1) v0 = gelu_fast(v0), v1 = gelu_fast(v1);
+      if (kPre == 1) {
+        if constexpr (std::is_same_v<T, float>) v0 = gelu_fast(v0), v1 = gelu_fast(v1);
+        else v0 = gelu_fast16(v0), v1 = gelu_fast16(v1);  // Y is stored as 16-bit: the degree-6 polynomial
+      }
     }
-    // wpad and wout are even here (convt_gn.cu sends other shapes to the shared-memory epilogue: two unrolled store
-    // paths made the kernel's code too large for the instruction cache): a lane's two columns are one row's even and
-    // odd pixels, both outputs or neither, at an even offset: one 2-element store a channel row.
-    if (ox < p.wout && oy < p.hout) {
-      valid |= uint64_t(3) << (2 * j);
-      const int64_t off = int64_t(oy) * p.wout + ox;
-      store_pair(y0 + off, acc[4 * j], acc[4 * j + 1]);
-      store_pair(y1 + off, acc[4 * j + 2], acc[4 * j + 3]);
+    // wpad and wout are even here (convt_gn.cu sends other shapes to the shared-memory epilogue): a lane's two
+    // columns are one row's even and odd pixels, both outputs or neither, at an even offset.
+    const bool out = ox < p.wout && oy < p.hout;
+    store_pair_if(out, y0, uint32_t(off), acc[4 * j], acc[4 * j + 1]);
+    store_pair_if(out, y1, uint32_t(off), acc[4 * j + 2], acc[4 * j + 3]);
+    if (out) {
       s0 += acc[4 * j] + acc[4 * j + 1];
       s1 += acc[4 * j + 2] + acc[4 * j + 3];
+      valid |= 1u << j;
     }
-    ox += 8;
-    while (ox >= p.wpad) ox -= p.wpad, ++oy;
+    ox += 8, off += 8;
+    if (ox >= p.wpad) ox -= p.wpad, off -= wrap, ++oy;
   }
   // The warpgroup's valid pixels: every lane quad position counts its own columns once (lanes 0-3).
-  float cnt = float(__popcll(valid));
+  float cnt = float(2 * __popc(valid));
   cnt += __shfl_xor_sync(0xffffffffu, cnt, 1);
   cnt += __shfl_xor_sync(0xffffffffu, cnt, 2);
   const float nvalid = __shfl_sync(0xffffffffu, cnt, 0);
@@ -86,14 +113,15 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
   }
   float m0s = 0.f, m1s = 0.f;
 #pragma unroll
-  for (int j = 0; j < N / 4; ++j)
+  for (int j = 0; j < N / 4; ++j) {
+    const bool out = valid >> j & 1u;
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
-      if (valid >> (2 * j + e) & 1) {
-        const float d0 = acc[4 * j + e] - mean[0], d1 = acc[4 * j + 2 + e] - mean[1];
-        m0s += d0 * d0;
-        m1s += d1 * d1;
-      }
+    for (int e = 0; e < 2; ++e) {
+      const float d0 = acc[4 * j + e] - mean[0], d1 = acc[4 * j + 2 + e] - mean[1];
+      m0s = out ? fmaf(d0, d0, m0s) : m0s;
+      m1s = out ? fmaf(d1, d1, m1s) : m1s;
+    }
+  }
   m0s = warp_sum(m0s), m1s = warp_sum(m1s);
   if (lane == 0) xs[2 * (2 * wl) + 1] = m0s, xs[2 * (2 * wl + 1) + 1] = m1s;
   named_sync(2 + wg, 128);
