@@ -1,7 +1,7 @@
 // The ConvTranspose wgmma kernel's producer item table (plugins/csrc/cuda/sm90/convt_wgmma_producers.cuh), checked on
 // the host without a GPU, at model 4's geometry and a few odd ones, for float32 and 16-bit X:
 //  - coverage: in every tile, each stage slot whose padded (row, column) lies inside X is stored exactly once per
-//    channel group, and no other slot (zero_outside owns those);
+//    channel group, and no other slot; zero_outside (all producer threads) zeroes every other slot and none of those;
 //  - shared-memory banks: the 16-byte stores of each quarter-warp (one wavefront when the eight land on eight
 //    different 16-byte bank groups), as the average and largest number on one bank group. With column groups first,
 //    16-bit X put all eight on one (the BF16 kernel ran 6 % slower on the H200, 2026-11-27).
@@ -63,6 +63,11 @@ bool check(const Case& c, const char* type, int32_t x_dtype) {
     const int m0 = t * pixels;
     const TileItems ti = tile_items<E>(p, m0);
     std::vector<int> count(2 * size_t(p.span), 0);
+    // zero_outside over a poisoned stage: which slots it zeroed
+    std::vector<float> stage(2 * size_t(p.span) * 4, -1.f);
+    for (int tid = 0; tid < kSm90Producers; ++tid)
+      zero_outside(reinterpret_cast<unsigned char*>(stage.data()), m0, tid, p.wpad, p.span, p.offx, p.offy, p.win,
+                   p.hin);
     for (int base = 0; base < ti.items || base == 0; base += kItems * kSm90Producers) {
       // bank groups of every store instruction: (j, e, warp, quarter) -> the 16-byte groups of its active threads
       std::map<std::vector<int>, std::vector<int>> groups;
@@ -93,7 +98,8 @@ bool check(const Case& c, const char* type, int32_t x_dtype) {
     for (int s = 0; s < 2 * p.span; ++s) {
       const int flat = m0 + s % p.span, row = flat / p.wpad - p.offy, col = flat % p.wpad - p.offx;
       const int want = row >= 0 && row < c.hin && col >= 0 && col < c.win ? 1 : 0;
-      if (count[size_t(s)] != want) covered = false;
+      const bool zeroed = stage[4 * size_t(s)] == 0.f;
+      if (count[size_t(s)] != want || zeroed == bool(want)) covered = false;
     }
   }
   std::printf("%s %s: %d tiles, coverage %s, quarter-warp stores on one bank group: average %.2f, most %d\n", c.name,

@@ -110,9 +110,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   // Persistent: block b takes tiles b, b + gridDim.x, ... (channel tile fastest, then pixel tile, then sample, so
   // neighbouring blocks share X's rows in L2); producer and consumers walk the same sequence in their own loops, so
   // chunk g of the block is chunk g % chunks of its (g / chunks)-th tile, in stage g % stages.
-  const int total = p.tiles * p.tiles_c * p.batch, per_n = p.tiles_c * p.tiles;  // (plan: fits int32)
+  // The tile count (plan: fits int32) is computed in each role after setmaxnreg: computed once before it, ptxas kept
+  // it in local memory and reloaded it every tile (13.0).
   if (warp < kSm90Producers / 32) {  // ---- producer warpgroups ----
     setmaxnreg_dec<kSm90ProducerRegs>();
+    const int total = p.tiles * p.tiles_c * p.batch, per_n = p.tiles_c * p.tiles;
     // kRing: the block's chunk count over all its tiles (W runs ahead across tiles, and must stop at the end)
     const int g_end = (total - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x) * p.chunks;
     if constexpr (kRing)
@@ -139,6 +141,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
 
   // ---- consumer warpgroups: wg 0 computes pixels [m0, m0 + kWgPix) of a tile, wg 1 the next kWgPix ----
   setmaxnreg_inc<kSm90ConsumerRegs>();
+  const int total = p.tiles * p.tiles_c * p.batch, per_n = p.tiles_c * p.tiles;
   const int wg = (warp - kSm90Producers / 32) >> 2, wl = warp & 3;
   const uint32_t sbase = smem_u32(stages);
   float acc[kAcc];  // TF32 / 16-bit: a tile's first MMA overwrites it; 3xTF32: zeroed per tile (below)

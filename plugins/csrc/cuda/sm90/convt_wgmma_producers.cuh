@@ -21,23 +21,38 @@ __device__ __forceinline__ float tf32(float x) {
 // columns, rows past the grid's end) depends on the tile: at a stage's first use in a tile the producer zeroes the
 // tile's outside slots (a few edge columns a row; whole rows only at the image's top and bottom). The items write
 // every other slot of the span, so together they cover the stage. Same byte geometry for float32 and 16-bit X.
+// One flat loop over the outside slots of both planes, each thread taking slots tid, tid + kSm90Producers, ...: a
+// loop over (plane, row) with an inner loop over the row's outside columns ran ~10 uniform iterations a chunk on every
+// thread, a fifth of the 16-bit producer's stall samples (ncu, 2026-11-27), though only a few threads store there.
 // On scalars (a reference to the kernel's parameters would be read through a generic pointer, from memory, each
-// iteration). Inlined: a call inside a setmaxnreg region fails ptxas's register allocation (13.0, C7600).
-__device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid, int wpad, int span, int offx, int offy,
+// iteration). Inlined: a call inside a setmaxnreg region fails ptxas's register allocation (13.0, C7600). Host too:
+// tools/convt_stage_check.cu checks it against the items' stores.
+__host__ __device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid, int wpad, int span, int offx, int offy,
                                           int win, int hin) {
-  const int r_lo = m0 / wpad, r_hi = (m0 + span - 1) / wpad;
+  const int r_lo = m0 / wpad, rows = (m0 + span - 1) / wpad - r_lo + 1;
   const int a = min(max(offx, 0), wpad), b = min(max(offx + win, 0), wpad);  // X's padded columns [a, b)
   const int edge = a + (wpad - b);
-  for (int pr = 0; pr < 2 * (r_hi - r_lo + 1); ++pr) {
-    const int plane = pr & 1, row = r_lo + (pr >> 1), iy = row - offy;
-    const bool inside = iy >= 0 && iy < hin;
-    const int count = inside ? edge : wpad;
-    for (int c = tid; c < count; c += kSm90Producers) {
-      const int col = !inside ? c : c < a ? c : b + (c - a);
-      const int slot = row * wpad + col - m0;
-      if (slot >= 0 && slot < span)
-        *reinterpret_cast<float4*>(sx + (size_t(plane) * span + slot) * 16) = make_float4(0.f, 0.f, 0.f, 0.f);
+  // The tile's rows r_lo + [0, top) lie above X, [top, top + mid) inside it (their edge columns are outside), the
+  // rest below it.
+  const int top = min(max(offy - r_lo, 0), rows), mid = min(max(offy + hin - r_lo, 0), rows) - top;
+  const int top_n = top * wpad, mid_n = mid * edge, per_plane = top_n + mid_n + (rows - top - mid) * wpad;
+  for (int i = tid; i < 2 * per_plane; i += kSm90Producers) {
+    const int plane = i >= per_plane;
+    int k = i - plane * per_plane, row, col;
+    if (k < top_n) {
+      row = k / wpad, col = k - row * wpad;
+    } else if ((k -= top_n) < mid_n) {
+      row = k / edge, col = k - row * edge;
+      col = col < a ? col : b + (col - a);
+      row += top;
+    } else {
+      k -= mid_n;
+      row = k / wpad, col = k - row * wpad;
+      row += top + mid;
     }
+    const int slot = (r_lo + row) * wpad + col - m0;
+    if (slot >= 0 && slot < span)
+      *reinterpret_cast<float4*>(sx + (size_t(plane) * span + slot) * 16) = make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
 
@@ -133,13 +148,6 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
       if (!one_pass || q == 0)
         item_table<4, kItemsPerPass>(p, base, tid, ti.items, ti.ngroups, ti.rows_d, ti.iy_lo, m0, plane, isrc, idst,
                                      lmask, smask);
-      // A stage's first chunk of a tile: wait for it and zero its outside slots before the loads are in flight (with
-      // them in registers the zeroing would spill; the consumers' epilogue leaves the producer time here).
-      if (base == 0 && q < p.stages) {
-        if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
-        for (uint32_t part = 0; part < kParts; ++part)
-          zero_outside(sx + part * x_bytes, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
-      }
       float v[kItemsPerPass][4][4];  // [item][channel][column]
 #pragma unroll
       for (int j = 0; j < kItemsPerPass; ++j) {
@@ -156,8 +164,13 @@ __device__ __forceinline__ void produce(const ConvtSm90Params& p, unsigned char*
           }
         }
       }
+      // The loads are in flight: wait for the stage and, at its first chunk of a tile, zero its outside slots (so the
+      // load latency overlaps the wait; before the flat zero_outside this order spilled, and the loads waited for it).
       if (base == 0) {
-        if (q >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+        if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+        if (q < p.stages)
+          for (uint32_t part = 0; part < kParts; ++part)
+            zero_outside(sx + part * x_bytes, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
         if (tid == 0) {
           mbar_arrive_expect_tx(full + st, w_bytes);
           bulk_copy(sx + kParts * x_bytes, wt + int64_t(q) * (w_bytes / 4), w_bytes, full + st);
@@ -296,10 +309,6 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
       if (!one_pass || q == 0)
         item_table<8, kItems16>(p, base, tid, ti.items, ti.ngroups, ti.rows_d, ti.iy_lo, m0, plane, isrc, idst, lmask,
                                 smask);
-      if (base == 0 && q < p.stages) {  // (see produce)
-        if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
-        zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
-      }
       uint32_t w[kItems16][8][4];  // [item][channel][column pair]
 #pragma unroll
       for (int j = 0; j < kItems16; ++j) {
@@ -321,8 +330,9 @@ __device__ __forceinline__ void produce16(const ConvtSm90Params& p, unsigned cha
           }
         }
       }
-      if (base == 0) {
-        if (q >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+      if (base == 0) {  // (see produce)
+        if (g >= p.stages) mbar_wait(empty + st, uint32_t((g / p.stages - 1) & 1));
+        if (q < p.stages) zero_outside(sx, m0, tid, p.wpad, p.span, p.offx, p.offy, p.win, p.hin);
         if (tid == 0) {
           mbar_arrive_expect_tx(full + st, w_bytes);
           bulk_copy(sx + x_bytes, wt + size_t(q) * w_bytes, w_bytes, full + st);
