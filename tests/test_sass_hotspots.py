@@ -59,3 +59,34 @@ def test_a_malformed_region_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         sass_hotspots.main([str(csv), "--region", "oops"])
     assert "expected NAME=START:END" in capsys.readouterr().err
+
+
+def test_roles_split_a_warp_specialised_kernel_at_its_anchors(tmp_path, capsys):
+    header = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb",'
+              '"stall_wait","stall_long_sb (Not Issued)"\n')
+    lines = [("0x1000", "LDC R1, c[0x0][0x28]", 10, 1, 0, 10),
+             ("0x1010", "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xa0", 5, 1, 0, 5),
+             ("0x1020", "HGMMA.64x128x16.F32.BF16 R88, gdesc[UR20], R88", 40, 8, 0, 40),
+             ("0x1030", "@!P0  BAR.SYNC.DEFER_BLOCKING R18, 0x80", 5, 1, 0, 5),  # predicated: still the anchor
+             ("0x1040", "@P1 STG.E desc[UR34][R16.64], R5", 60, 64, 50, 10),
+             ("0x1050", "USETMAXREG.DEALLOC.CTAPOOL 0x60", 20, 1, 20, 0),
+             ("0x1060", "@!P1  BRA 0x1050", 60, 4, 60, 0)]
+    csv = tmp_path / "sass.csv"
+    csv.write_text(header + "".join(f'"{a}","{s}","{n}","{e}","{lsb}","{w}","999"\n'
+                                    for a, s, n, e, lsb, w in lines))
+    assert sass_hotspots.main([str(csv), "1", "--roles", "--per", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "anchors TRY_ALLOC +10, first BAR.SYNC after the last HGMMA +30, DEALLOC +50" in out
+    assert "region mainloop [+10, +30): 2 instructions, 22.5% of the samples, 9 executed, 4 per 2" in out
+    assert "region epilogue [+30, +50): 2 instructions, 32.5% of the samples" in out
+    assert "region producers [+50, +70): 2 instructions, 40.0% of the samples" in out
+    # the epilogue's stall reasons from the stall_* columns, without the (Not Issued) duplicates
+    epilogue = out.split("region epilogue")[1].splitlines()[1]
+    assert epilogue.strip() == "stalls: long_sb 77%, wait 23%", epilogue
+
+
+def test_roles_without_anchors_say_so(tmp_path, capsys):
+    csv = tmp_path / "sass.csv"
+    csv.write_text(HEADER + '"0x10","FFMA R4, R88, R2, R3","1","1","1"\n')
+    assert sass_hotspots.main([str(csv), "--roles"]) == 1
+    assert "no USETMAXREG.TRY_ALLOC" in capsys.readouterr().out
