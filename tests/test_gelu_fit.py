@@ -20,7 +20,7 @@ _spec.loader.exec_module(gelu_fit)
 def kernel_coefficients() -> list[float]:
     text = (ROOT / "plugins" / "csrc" / "cuda" / "device_common.cuh").read_text()
     body = text[text.index("float gelu_fast16(float x)"):]
-    body = body[:body.index("return gelu_from_poly")]
+    body = body[:body.index("return gelu_poly")]
     return [float(v) for v in re.findall(r"(-?\d\.\d+e[-+]\d+)f", body)]
 
 

@@ -84,42 +84,36 @@ __device__ __forceinline__ float apply_step(int32_t op, float x, float v, float 
 // to 0 (x * x = inf gives ex2(-inf) = 0): x (x > 0) or a tiny x E / 2 / -0 / NaN for -inf (as PyTorch's 0.5 x (1 + erf)
 // gives), without a select for the range; identical below 5.75.
 //
-// x (1 - E / 2) or x E / 2 from r = log2(E / 2) + x^2 / (2 ln 2), the polynomial's part (gelu_fast, gelu_fast16).
-__device__ __forceinline__ float gelu_from_poly(float x, float r) {
+// x (1 - E / 2) or x E / 2, with log2(E / 2) = r(t) - x^2 / (2 ln 2) and r the polynomial c (highest degree first)
+// in t = min(|x|, 5.75): gelu_fast and gelu_fast16 differ only in c.
+template <int D>
+__device__ __forceinline__ float gelu_poly(float x, const float (&c)[D]) {
+  const float t = fminf(fabsf(x), 5.75f);
+  float r = c[0];
+#pragma unroll
+  for (int i = 1; i < D; ++i) r = fmaf(r, t, c[i]);
   const float q = fmaf(x * x, -0.72134752044448170f, r);  // log2(erfc(|x| / sqrt 2) / 2), <= -1
   float half_e;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(half_e) : "f"(q));
   return x * (x > 0.f ? 1.f - half_e : half_e);  // +inf -> inf, -inf -> NaN (inf * 0), as the erff form
 }
 __device__ __forceinline__ float gelu_fast(float x) {
-  const float t = fminf(fabsf(x), 5.75f);
-  float r = 5.068107498e-07f;
-  r = fmaf(r, t, -9.472262718e-06f);
-  r = fmaf(r, t, 7.444982475e-05f);
-  r = fmaf(r, t, -2.826888813e-04f);
-  r = fmaf(r, t, 1.196350149e-05f);
-  r = fmaf(r, t, 6.934352685e-03f);
-  r = fmaf(r, t, -5.243672431e-02f);
-  r = fmaf(r, t, 2.621266842e-01f);
-  r = fmaf(r, t, -1.151104331e+00f);
-  r = fmaf(r, t, -1.f);  // the fit's constant 3.112609503e-09 minus 1: log2(E / 2)
-  return gelu_from_poly(x, r);
+  // the fit's constant 3.112609503e-09 minus 1: log2(E / 2)
+  constexpr float c[] = {5.068107498e-07f,  -9.472262718e-06f, 7.444982475e-05f, -2.826888813e-04f,
+                         1.196350149e-05f,  6.934352685e-03f,  -5.243672431e-02f, 2.621266842e-01f,
+                         -1.151104331e+00f, -1.f};
+  return gelu_poly(x, c);
 }
 
 // gelu_fast for values stored as bfloat16 / float16 (the wgmma ConvTranspose epilogue): the same form with a
-// degree-6 polynomial, fitted the same way but weighted to E's relative error where E / 2 > 1e-4 (float64,
+// degree-6 polynomial, fitted the same way but weighted to E's relative error where E / 2 > 1e-4 (tools/gelu_fit.py,
 // 2026-11-27). Exhaustive over [-10, 10] on the H200 (tools/gelu_accuracy.cu): max abs error 3.88e-7, 0.0017
 // bfloat16 ulp and 0.0137 float16 ulp of the result. Three FMAs a value fewer than gelu_fast.
 __device__ __forceinline__ float gelu_fast16(float x) {
-  const float t = fminf(fabsf(x), 5.75f);
-  float r = 3.493142867e-05f;
-  r = fmaf(r, t, -7.790462696e-04f);
-  r = fmaf(r, t, 8.083742112e-03f);
-  r = fmaf(r, t, -5.335419253e-02f);
-  r = fmaf(r, t, 2.624727190e-01f);
-  r = fmaf(r, t, -1.151145935e+00f);
-  r = fmaf(r, t, -1.000000119e+00f);  // the fit's constant minus 1
-  return gelu_from_poly(x, r);
+  // the fit's constant minus 1
+  constexpr float c[] = {3.493142867e-05f,  -7.790462696e-04f, 8.083742112e-03f, -5.335419253e-02f,
+                         2.624727190e-01f,  -1.151145935e+00f, -1.000000119e+00f};
+  return gelu_poly(x, c);
 }
 
 // Per-channel operands of a chain: extras[k] (C elements each) in param dtype.
