@@ -38,12 +38,12 @@ __device__ __forceinline__ void store_pair_if(bool out, __half* y, uint32_t i, f
 }
 
 // The epilogue on the accumulators, for `pre` = nothing (kPre 0) or GELU alone (kPre 1: gelu_fast as the GroupNormAct
-// kernels run it for float32 Y, gelu_fast16 for 16-bit Y): bias + pre in registers, Y stored straight from the fragments (a lane quad writes 8 consecutive
-// pixels of a channel row), then exact two-pass statistics of each GroupNorm group over the warpgroup's pixels:
-// the sum of every 8-row block by warp shuffles, the blocks of a group combined through shared memory (groups of 32
-// or 64+ channels span warps), then the squared deviations from the group mean the same way. No shared memory of the
-// tile's size: the stages stay untouched. N accumulators a thread: the warpgroup's 2 N pixels (256, or 128 at
-// 3xTF32).
+// kernels run it for float32 Y, gelu_fast16 for 16-bit Y): bias + pre in registers, Y stored straight from the
+// fragments (a lane quad writes 8 consecutive pixels of a channel row), then exact two-pass statistics of each
+// GroupNorm group over the warpgroup's pixels: the sum of every 8-row block by warp shuffles, the blocks of a group
+// combined through shared memory (groups of 32 or 64+ channels span warps), then the squared deviations from the
+// group mean the same way. No shared memory of the tile's size: the stages stay untouched. N accumulators a thread:
+// the warpgroup's 2 N pixels (256, or 128 at 3xTF32).
 //
 // Branch-free per fragment column (the ncu SASS profile of 2026-11-27 put this epilogue at 39 instructions a value,
 // a third of them the row-wrap loop, 64-bit store addresses and per-value validity tests, with a branch region per

@@ -27,8 +27,8 @@ __device__ __forceinline__ float tf32(float x) {
 // On scalars (a reference to the kernel's parameters would be read through a generic pointer, from memory, each
 // iteration). Inlined: a call inside a setmaxnreg region fails ptxas's register allocation (13.0, C7600). Host too:
 // tools/convt_stage_check.cu checks it against the items' stores.
-__host__ __device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid, int wpad, int span, int offx, int offy,
-                                          int win, int hin) {
+__host__ __device__ __forceinline__ void zero_outside(unsigned char* sx, int m0, int tid, int wpad, int span, int offx,
+                                                      int offy, int win, int hin) {
   const int r_lo = m0 / wpad, rows = (m0 + span - 1) / wpad - r_lo + 1;
   const int a = min(max(offx, 0), wpad), b = min(max(offx + win, 0), wpad);  // X's padded columns [a, b)
   const int edge = a + (wpad - b);
