@@ -2,6 +2,8 @@
 // through shared memory for any other chain).
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/sm90/convt_wgmma.h"
 #include "cuda/sm90/wgmma_ptx.cuh"
 
