@@ -39,3 +39,15 @@ def built_ort(what: str = "libfusedops_ort.so"):
 
     ort.build_library(cuda="auto", fetch_deps=False)
     return ort
+
+
+def nvcc_compile(what: str, args: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
+    """nvcc -std=c++17 with the project's include folders and ``args``; pytest.skip naming ``what`` without nvcc, a
+    failure with nvcc's message when it cannot compile. The result's stderr holds ptxas's -v report where asked."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip(f"no nvcc on PATH to compile {what}")
+    run = subprocess.run([nvcc, "-std=c++17", f"-I{ROOT / 'plugins' / 'include'}", f"-I{ROOT / 'plugins' / 'csrc'}",
+                          *args], capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, f"nvcc could not compile {what}:\n{run.stderr[-3000:]}"
+    return run

@@ -7,11 +7,10 @@ kernels (any other `pre` chain) spill 108-148 bytes today and are not held to it
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from native_support import nvcc_compile
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = re.compile(r"Compiling entry function '(\S+)'")
@@ -22,16 +21,11 @@ KERNEL = re.compile(r"convt_sm90_kernelI(\w+?)L(i\d+|in1)ELb([01])ELb([01])E")
 
 @pytest.fixture(scope="module")
 def spills(tmp_path_factory):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("no nvcc on PATH to compile plugins/csrc/cuda/sm90/convt_wgmma.cu")
     out = tmp_path_factory.mktemp("convt_spills") / "convt_wgmma.cubin"
-    run = subprocess.run(
-        [nvcc, "-std=c++17", "-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr",
-         "-prec-div=false", "-Xptxas=-v", f"-I{ROOT / 'plugins' / 'include'}", f"-I{ROOT / 'plugins' / 'csrc'}",
-         "-DFUSEDOPS_BUILDING=1", "-cubin", "-o", str(out), str(ROOT / "plugins/csrc/cuda/sm90/convt_wgmma.cu")],
-        capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = nvcc_compile("plugins/csrc/cuda/sm90/convt_wgmma.cu", [
+        "-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-prec-div=false",
+        "-Xptxas=-v", "-DFUSEDOPS_BUILDING=1", "-cubin", "-o", str(out),
+        str(ROOT / "plugins/csrc/cuda/sm90/convt_wgmma.cu")])
     found, current = {}, None
     for line in run.stderr.splitlines():
         if m := ENTRY.search(line):

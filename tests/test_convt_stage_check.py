@@ -7,11 +7,11 @@ Needs nvcc (the development machine and CI have it); skips without."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from native_support import nvcc_compile
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"^(\S+) (float32|bfloat16): (\d+) tiles, coverage (ok|BAD), .*average ([0-9.]+), most (\d+)$")
@@ -19,16 +19,10 @@ LINE = re.compile(r"^(\S+) (float32|bfloat16): (\d+) tiles, coverage (ok|BAD), .
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("no nvcc on PATH to compile tools/convt_stage_check.cu")
     exe = tmp_path_factory.mktemp("stage_check") / "convt_stage_check"
-    build = subprocess.run(
-        [nvcc, "-std=c++17", "-arch=sm_90a", f"-I{ROOT / 'plugins' / 'include'}", f"-I{ROOT / 'plugins' / 'csrc'}",
-         str(ROOT / "tools" / "convt_stage_check.cu"), str(ROOT / "plugins" / "csrc" / "cuda" / "convt_sm90_layout.cu"),
-         "-o", str(exe)],
-        capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stderr[-3000:]
+    nvcc_compile("tools/convt_stage_check.cu", ["-arch=sm_90a", str(ROOT / "tools" / "convt_stage_check.cu"),
+                                                str(ROOT / "plugins" / "csrc" / "cuda" / "convt_sm90_layout.cu"),
+                                                "-o", str(exe)], timeout=600)
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     rows = {}
     for line in run.stdout.splitlines():
