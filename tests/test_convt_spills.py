@@ -2,8 +2,8 @@
 3xTF32 and the ring producer) compile without register spills, with the library's own flags (sm90.cmake, Release).
 Spills crept in three times on 2026-11-27 (the 16-bit producer's per-chunk reload of a spilled index, ~11 % of its
 stall samples; the tile count reloaded every tile; a first branch-free epilogue): ptxas's `-v` report catches them
-without a GPU. The shared-memory-epilogue
-kernels (any other `pre` chain) spill 108-148 bytes today and are not held to it. Needs nvcc; skips without."""
+without a GPU. The shared-memory-epilogue kernels (any other `pre` chain) spill 108-148 bytes today and are not held
+to it. Needs nvcc; skips without."""
 
 from __future__ import annotations
 
