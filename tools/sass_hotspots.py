@@ -134,16 +134,12 @@ def _role_anchors(code: list[tuple[int | None, str]]) -> tuple[int, int, int, in
     hgmma = [o for o, t in code if o is not None and "HGMMA" in t and (dealloc is None or o < dealloc)]
     if alloc is None or dealloc is None or not hgmma:
         return None
-    epi = first(lambda t: "BAR.SYNC" in _strip_predicate(t), max(hgmma))
+    epi = first(lambda t: "BAR.SYNC" in t, max(hgmma))  # a predicate in front does not hide it
     if epi is None or not alloc < epi < dealloc:
         return None
     end = max(o for o, _ in code if o is not None) + 16
     return alloc, epi, dealloc, end
 
-
-def _strip_predicate(text: str) -> str:
-    words = text.split()
-    return " ".join(words[1:] if words and words[0].startswith("@") else words)
 
 
 if __name__ == "__main__":
