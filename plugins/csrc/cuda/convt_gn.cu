@@ -473,11 +473,11 @@ cudaError_t convt_run(const ConvtLaunch& lp, const void* const* in, int32_t num_
     const int per16 = q.x_dtype == FUSEDOPS_F32 ? 4 : 8;  // elements in 16 bytes
     q.x = p.x, q.wp = p.wp, q.bias = p.bias, q.ex = p.ex, q.y = y, q.partials = p.partials;
     q.x_vec = q.win % per16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
-    q.y_pairs = q.wpad % 2 == 0 && q.wout % 2 == 0 &&
-                reinterpret_cast<uintptr_t>(y) % (2 * (q.x_dtype == FUSEDOPS_F32 ? 4 : 2)) == 0;
-    // The register epilogue stores pixel pairs and steps 8 pixels with at most one row wrap: other shapes take the
-    // shared-memory one.
-    if (!q.y_pairs || q.wpad < 8) q.pre_kind = -1;
+    // The register epilogue stores pixel pairs (wpad and wout even, Y aligned to two elements) and steps 8 pixels
+    // with at most one row wrap: other shapes take the shared-memory one.
+    const bool y_pairs = q.wpad % 2 == 0 && q.wout % 2 == 0 &&
+                         reinterpret_cast<uintptr_t>(y) % (2 * (q.x_dtype == FUSEDOPS_F32 ? 4 : 2)) == 0;
+    if (!y_pairs || q.wpad < 8) q.pre_kind = -1;
     e = convt_sm90_pack(p.w, const_cast<float*>(p.wp), q.x_dtype, q.cin, q.cout, q.kh * q.kw, q.three != 0, stream);
     if (e == cudaSuccess) e = convt_sm90_conv(q, lp.smem, stream);
   } else {

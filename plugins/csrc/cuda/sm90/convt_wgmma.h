@@ -56,9 +56,8 @@ struct ConvtSm90Params {
   int32_t G, Cg, tiles_c;
   int32_t x_dtype;           // FUSEDOPS_F32 (TF32 products), FUSEDOPS_BF16 or FUSEDOPS_F16
   int32_t x_vec;             // X rows start 16-byte aligned (win a multiple of 16 bytes, X aligned): 16-byte loads
-  int32_t pre_kind;          // convt_sm90_pre_kind(pre): which epilogue the kernel runs
+  int32_t pre_kind;          // convt_sm90_pre_kind(pre), or -1 where Y's shape needs the shared-memory epilogue
   int32_t blocks;            // persistent grid: one block an SM (its registers hold one), at most the tiles
-  int32_t y_pairs;           // wpad and wout even, Y aligned to two elements (else, or wpad < 8, pre_kind -1)
   int32_t three;             // float32 X, strict: 3xTF32 (stages and packed W hold hi and lo parts)
   int32_t ring;              // > 0: float32 TF32 X through the raw ring and W through its own (kRing kernels)
 };
