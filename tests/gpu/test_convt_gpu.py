@@ -148,6 +148,33 @@ def test_x_not_16_byte_aligned_gives_the_aligned_result():
     assert torch.isfinite(aligned).all() and torch.equal(got, aligned)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape,w_shape", [((2, 16, 1), (16, 16, 2)), ((2, 16, 3, 5), (16, 16, 1, 1)),
+                                           ((3, 8, 7, 9), (8, 16, 3, 3))])
+def test_normalise_pass_at_every_plane_alignment(shape, w_shape, dtype):
+    """The normalise pass reads and writes 16-byte vectors from each plane's first 16-byte boundary and the elements
+    before and after one by one: planes of 2, 15 and 99 elements (fewer than a vector, odd), Y starting 0-3 elements
+    past an alignment boundary, a post chain with a per-channel operand; every element against float64."""
+    g = gen(7)
+    x = torch.randn(*shape, generator=g).to(DEV, dtype)
+    w = (torch.randn(*w_shape, generator=g) / (w_shape[0] * w_shape[2]) ** 0.5).to(DEV, dtype)
+    C = w_shape[1]
+    b, gamma, beta, extra = (torch.randn(C, generator=g).to(DEV) for _ in range(4))
+    a = attrs(num_groups=4, pre="gelu", post="mul(@0);leaky_relu(0.1)")
+    r = len(shape) - 2
+    conv = dict(strides=[1] * r, pads=[0] * (2 * r), output_padding=[0] * r, dilations=[1] * r, group=1)
+    want = _reference(x, w, b, gamma, beta, [extra], a, conv)
+    tol = {torch.float32: 5e-3, torch.bfloat16: 6e-2, torch.float16: 8e-3}[dtype]
+    for offset in range(4):
+        store = torch.full((want.numel() + offset,), float("nan"), dtype=dtype, device=DEV)
+        out = store[offset:].view(want.shape)
+        got = convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [extra], a, out=out, **conv)
+        torch.cuda.synchronize()
+        assert got is out and not torch.isnan(got).any(), f"offset {offset}: an element was not written"
+        err = (got.double() - want).abs().max().item()
+        assert err <= tol * (1 + want.abs().max().item()), f"offset {offset}, {dtype}: max error {err:.3g}"
+
+
 def test_nan_in_x_makes_its_groups_nan_only():
     got, want, eager, _ = _case(**CASES["model4_small"], nan_at=(1, 3, 4, 5))
     assert torch.isnan(got[1]).any() and not torch.isnan(got[0]).any()

@@ -420,9 +420,12 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   p->conv_grid = dim3(unsigned(l.pixel_blocks), unsigned(l.tiles_c), unsigned(gn.N));
   p->finish_grid = dim3(unsigned(gn.N * gn.num_groups));
   const int64_t S = int64_t(b.hout) * b.wout;
-  const int64_t chunks = std::min<int64_t>(65535, ceil_div(S, int64_t(kNormThreads) * 16));
-  p->norm_chunk = int64_t(align_up(size_t(ceil_div(S, chunks)), 4));  // whole vectors per block
-  p->norm_grid = dim3(unsigned(gn.N * gn.C), unsigned(ceil_div(S, p->norm_chunk)));
+  // The normalise pass: a plane's 16-byte vectors in chunks of whole rounds (kNormVecs a thread), at most 65535 a plane.
+  const int64_t esize = gn.x_dtype == FUSEDOPS_F32 ? 4 : 2, round = kNormVecs * kNormThreads;
+  const int64_t plane_vecs = ceil_div(S * esize, int64_t(16));
+  const int64_t chunks = std::clamp<int64_t>(ceil_div(plane_vecs, round), 1, 65535);
+  p->norm_chunk = ceil_div(ceil_div(plane_vecs, chunks), round) * round;  // vectors a block
+  p->norm_grid = dim3(unsigned(gn.N * gn.C), unsigned(ceil_div(plane_vecs, p->norm_chunk)));
   p->l = l;
   *workspace = convt_workspace_size(d);
   const char* why = "";
