@@ -118,6 +118,7 @@ class PlanOptions:
     convt_kernel: int = CONVT_AUTO    # ConvTransposeGroupNormAct: CONVT_IGEMM or CONVT_WGMMA forces one (0: planner)
     convt_blocks: int = 0             # wgmma convolution: k > 0 caps its persistent grid at k blocks (0: one an SM)
     convt_ring_producer: bool = False  # wgmma convolution: float32 X staged through a cp.async ring (A/B; slower)
+    convt_normalisers: int = 0        # wgmma convolution: k > 0 blocks normalise behind it (A/B; slower)
 
 
 class _Options(ctypes.Structure):
@@ -125,14 +126,15 @@ class _Options(ctypes.Structure):
                 ("epilogue_rows", c_int32), ("lt_workspace_mib", c_int32), ("l2_wave_fraction", c_float),
                 ("gemm_kernel", c_int32), ("fp32_gemm", c_int32), ("cutlass_config", c_int32),
                 ("reduce_whole_row", c_int32), ("direct_launches", c_int32),
-                ("convt_kernel", c_int32), ("convt_blocks", c_int32), ("convt_ring_producer", c_int32)]
+                ("convt_kernel", c_int32), ("convt_blocks", c_int32), ("convt_ring_producer", c_int32),
+                ("convt_normalisers", c_int32)]
 
     @classmethod
     def of(cls, o: PlanOptions) -> "_Options":
         return cls(int(o.gelu_erff), int(o.groupnorm_two_pass), int(o.epilogue_register), int(o.epilogue_rows),
                    int(o.lt_workspace_mib), float(o.l2_wave_fraction), int(o.gemm_kernel), int(o.fp32_gemm),
                    int(o.cutlass_config), int(o.reduce_whole_row), int(o.direct_launches), int(o.convt_kernel),
-                   int(o.convt_blocks), int(o.convt_ring_producer))
+                   int(o.convt_blocks), int(o.convt_ring_producer), int(o.convt_normalisers))
 
 
 class GemmDevice(ctypes.Structure):

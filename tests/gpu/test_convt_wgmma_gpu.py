@@ -301,3 +301,31 @@ def test_model4_modelnew_takes_a_channels_last_input():
         got = new(x.to(memory_format=torch.channels_last))
     err = (got.double() - want).abs().max().item()
     assert err <= 1e-2, f"channels_last: max error {err:.3g}"
+
+
+@need_sm90
+@pytest.mark.parametrize("normalisers,blocks", [(1, 0), (3, 0), (2, 1)])
+@pytest.mark.parametrize("name,dtype,allow_tf32", [
+    ("model4_small", torch.float32, True), ("model4_small", torch.bfloat16, True),
+    ("persistent_many_tiles", torch.float16, True), ("persistent_shared_epilogue", torch.float32, True),
+    ("cout128_groups32_wide", torch.float32, True), ("extras_no_bias", torch.float32, True),
+    ("group64_batch1", torch.float32, True), ("persistent_pads_wider", torch.float32, False)])
+def test_normaliser_kernel_behind_the_convolution(name, dtype, allow_tf32, normalisers, blocks):
+    """Plan option convt_normalisers = k: k blocks of a second kernel, started while the convolution runs, wait for
+    each sample's partials (counted as the convolution writes them), combine them and normalise its planes in place.
+    Same convolution bits, statistics combined in another order: equal to the separate finishing + normalise kernels
+    within float32 rounding, and to float64 as before; also with the convolution on one block (blocks=1), where the
+    normaliser waits for every sample."""
+    case = dict(WG_CASES[name], dtype=dtype, allow_tf32=allow_tf32)
+    ref, want, eager, plan = _case(**case, options=abi.PlanOptions(convt_blocks=blocks))
+    got, _, _, plan_n = _case(**case, options=abi.PlanOptions(convt_normalisers=normalisers, convt_blocks=blocks))
+    assert f"convt_normaliser(blocks={normalisers},behind)" in plan_n.kernels, plan_n.kernels
+    assert "gn_normalize_inplace" in plan.kernels and "gn_normalize_inplace" not in plan_n.kernels
+    assert torch.equal(torch.isnan(got), torch.isnan(ref))
+    scale = 1 + ref.float().abs().max().item()
+    tol = 2e-5 if dtype == torch.float32 else (1e-2 if dtype == torch.bfloat16 else 2e-3)
+    gap = (got.double() - ref.double()).abs().max().item()
+    assert gap <= tol * scale, (name, dtype, normalisers, gap)
+    floor = {torch.float32: 5e-3, torch.bfloat16: 6e-2, torch.float16: 8e-3}[dtype]
+    _check(got, want, eager, floor=floor * (2 if "mul(@1)" in case.get("post", "") else 1), factor=3.0,
+           what=f"{name} normaliser")

@@ -24,6 +24,7 @@
 #include "core/message.h"
 #include "cuda/convt_gn_blocks.cuh"
 #include "cuda/convt_gn_finish.cuh"
+#include "cuda/convt_normaliser.cuh"
 #include "cuda/device_common.cuh"
 #include "cuda/device_query.h"
 #include "cuda/sm90/convt_wgmma.h"
@@ -280,6 +281,9 @@ struct ConvtLaunch {
   bool sm90 = false;  // the wgmma kernel (sm90/convt_wgmma.cu) instead of convt_kernel
   ConvtSm90Params s9{};
   ConvtSm90Layout s9l{};
+  int32_t norm_blocks = 0;   // > 0: the normaliser kernel runs behind the wgmma convolution on this many blocks
+  uint32_t norm_target = 0;  // the partials of a sample it waits for
+  const void* normaliser = nullptr;
 };
 void ConvtLaunchDeleter::operator()(ConvtLaunch* p) const { delete p; }
 
@@ -322,8 +326,19 @@ bool plan_sm90(const fusedops_op_desc& d, const ConvtParams& b, const fusedops_p
   q.chunks = b.cin / (q.x_dtype == FUSEDOPS_F32 ? kSm90Chunk : 2 * kSm90Chunk), q.stages = stages, q.tiles = s9.tiles;
   q.G = b.G, q.Cg = b.Cg, q.tiles_c = s9.tiles_c;
   q.pre_kind = convt_sm90_pre_kind(b.pre);
+  // The normaliser kernel behind the convolution (convt_normaliser.cuh) where asked, on at most half the SMs (and
+  // groups whose statistics fit its shared memory); the convolution takes the others, one block an SM, at most one
+  // a tile (convt_blocks caps them).
+  const int sms = device_info().sms;
+  p->norm_blocks = b.G <= kNormaliserMaxGroups ? std::min(o.convt_normalisers > 0 ? o.convt_normalisers : 0, sms / 2)
+                                                : 0;
+  if (p->norm_blocks > 0 && cudaFuncSetAttribute(p->normaliser, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 int(normaliser_smem(b.G))) != cudaSuccess)
+    return cudaGetLastError(), *why = "the device refused the normaliser kernel's shared memory", false;
   q.blocks = int32_t(std::min<int64_t>(int64_t(s9.tiles) * s9.tiles_c * q.batch,
-                                       o.convt_blocks > 0 ? o.convt_blocks : device_info().sms));
+                                       o.convt_blocks > 0 ? o.convt_blocks : sms - p->norm_blocks));
+  // Partials a sample: one a (warpgroup tile, group in its channel tile), each counted once written.
+  p->norm_target = uint32_t(2 * s9.tiles * s9.tiles_c * (kSm90Cout / std::min(b.Cg, kSm90Cout)));
   q.three = s9.three;
   q.ring = ring;
   p->smem = smem;
@@ -400,14 +415,16 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   switch (gn.x_dtype) {
     case FUSEDOPS_F16:
       kernels_of<__half, Mode::EXACT>(&p->conv, &p->pack), p->normalize = normalize_kernel<__half>();
+      p->normaliser = normaliser_kernel<__half>();
       break;
     case FUSEDOPS_BF16:
       kernels_of<__nv_bfloat16, Mode::EXACT>(&p->conv, &p->pack), p->normalize = normalize_kernel<__nv_bfloat16>();
+      p->normaliser = normaliser_kernel<__nv_bfloat16>();
       break;
     default:
       if (three) kernels_of<float, Mode::THREE>(&p->conv, &p->pack);
       else kernels_of<float, Mode::TF32>(&p->conv, &p->pack);
-      p->normalize = normalize_kernel<float>();
+      p->normalize = normalize_kernel<float>(), p->normaliser = normaliser_kernel<float>();
       break;
   }
   p->smem = l.smem;
@@ -420,12 +437,16 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   p->conv_grid = dim3(unsigned(l.pixel_blocks), unsigned(l.tiles_c), unsigned(gn.N));
   p->finish_grid = dim3(unsigned(gn.N * gn.num_groups));
   const int64_t S = int64_t(b.hout) * b.wout;
-  // The normalise pass: a plane's 16-byte vectors in chunks of whole rounds (kNormVecs a thread), at most 65535 a plane.
+  // The normalise pass: a plane's 16-byte vectors in chunks of whole rounds (kNormVecs a thread).
   const int64_t esize = gn.x_dtype == FUSEDOPS_F32 ? 4 : 2, round = kNormVecs * kNormThreads;
   const int64_t plane_vecs = ceil_div(S * esize, int64_t(16));
-  const int64_t chunks = std::clamp<int64_t>(ceil_div(plane_vecs, round), 1, 65535);
-  p->norm_chunk = ceil_div(ceil_div(plane_vecs, chunks), round) * round;  // vectors a block
-  p->norm_grid = dim3(unsigned(gn.N * gn.C), unsigned(ceil_div(plane_vecs, p->norm_chunk)));
+  const int64_t planes = gn.N * gn.C, max_chunks = std::max<int64_t>(1, INT32_MAX / std::max<int64_t>(1, planes));
+  const int64_t chunks = std::clamp<int64_t>(ceil_div(plane_vecs, round), 1, max_chunks);
+  p->norm_chunk = std::max<int64_t>(1, ceil_div(ceil_div(plane_vecs, chunks), round)) * round;  // vectors a block
+  if (planes * ceil_div(plane_vecs, p->norm_chunk) > INT32_MAX)
+    return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED,
+                       "%s: %lld output planes exceed the normalise pass's grid", op, (long long)planes);
+  p->norm_grid = dim3(unsigned(planes * ceil_div(plane_vecs, p->norm_chunk)));  // 1-D: (plane, chunk), chunk fastest
   p->l = l;
   *workspace = convt_workspace_size(d);
   const char* why = "";
@@ -433,16 +454,16 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
       o.convt_kernel == FUSEDOPS_CONVT_WGMMA)
     return set_message(err, err_len, FUSEDOPS_ERR_UNSUPPORTED, "%s: the sm_90 wgmma kernel cannot run this: %s", op,
                        why);
-  char text[256];
+  char text[256], behind[64] = " + gn_stats_finish + gn_normalize_inplace";
+  if (p->norm_blocks > 0) std::snprintf(behind, sizeof behind, " + convt_normaliser(blocks=%d,behind)", p->norm_blocks);
   if (p->sm90)
-    std::snprintf(text, sizeof text,
-                  "convt_pack_w + convt_wgmma(%s,64x%d,stages=%d,ring=%d,smem=%zu,blocks=%d) + gn_stats_finish + "
-                  "gn_normalize_inplace",
+    std::snprintf(text, sizeof text, "convt_pack_w + convt_wgmma(%s,64x%d,stages=%d,ring=%d,smem=%zu,blocks=%d)%s",
                   p->s9.three                     ? "3xtf32"
                   : gn.x_dtype == FUSEDOPS_F32    ? "tf32"
                   : gn.x_dtype == FUSEDOPS_BF16   ? "bf16"
                                                   : "f16",
-                  convt_sm90_tile_pixels(p->s9.three != 0), p->s9.stages, p->s9.ring, p->smem, p->s9.blocks);
+                  convt_sm90_tile_pixels(p->s9.three != 0), p->s9.stages, p->s9.ring, p->smem, p->s9.blocks,
+                  behind);
   else
     std::snprintf(text, sizeof text,
                   "convt_pack_w + convt_igemm(%s,%dx%dx%d,kc=%d,smem=%zu%s) + gn_stats_finish + gn_normalize_inplace",
@@ -453,6 +474,28 @@ int convt_plan(const fusedops_op_desc& d, const fusedops_plan_options& o, ConvtL
   *out = std::move(p);
   return FUSEDOPS_OK;
 }
+
+namespace {
+// The normaliser kernel right behind the wgmma convolution in the stream, allowed to start before it ends (the
+// convolution triggers its dependents at its start); without that permission it would run after it, still correct.
+cudaError_t launch_normaliser(const ConvtLaunch& lp, ConvtParams& p, uint32_t* done, int32_t batch,
+                              cudaStream_t stream) {
+  const uint32_t* done_c = done;
+  uint32_t target = lp.norm_target;
+  void* args[] = {&p, &done_c, &target, &batch};
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(lp.norm_blocks));
+  cfg.blockDim = dim3(unsigned(kNormaliserThreads));
+  cfg.dynamicSmemBytes = normaliser_smem(p.G);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelExC(&cfg, lp.normaliser, args);
+}
+}  // namespace
 
 cudaError_t convt_run(const ConvtLaunch& lp, const void* const* in, int32_t num_inputs, void* y, void* workspace,
                       cudaStream_t stream) {
@@ -481,8 +524,11 @@ cudaError_t convt_run(const ConvtLaunch& lp, const void* const* in, int32_t num_
     const bool y_pairs = q.wpad % 2 == 0 && q.wout % 2 == 0 &&
                          reinterpret_cast<uintptr_t>(y) % (2 * (q.x_dtype == FUSEDOPS_F32 ? 4 : 2)) == 0;
     if (!y_pairs || q.wpad < 8) q.pre_kind = -1;
+    q.done = lp.norm_blocks > 0 ? reinterpret_cast<uint32_t*>(ws + lp.s9l.done_offset) : nullptr;
     e = convt_sm90_pack(p.w, const_cast<float*>(p.wp), q.x_dtype, q.cin, q.cout, q.kh * q.kw, q.three != 0, stream);
+    if (e == cudaSuccess && q.done) e = cudaMemsetAsync(q.done, 0, sizeof(uint32_t) * q.batch, stream);
     if (e == cudaSuccess) e = convt_sm90_conv(q, lp.smem, stream);
+    if (e == cudaSuccess && q.done) return launch_normaliser(lp, p, q.done, q.batch, stream);
   } else {
     e = cudaLaunchKernel(lp.pack, lp.pack_grid, dim3(kNormThreads), args, 0, stream);
     if (e == cudaSuccess) e = cudaLaunchKernel(lp.conv, lp.conv_grid, dim3(kThreads), args, lp.smem, stream);

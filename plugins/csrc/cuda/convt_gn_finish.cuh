@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cuda/convt_gn_blocks.cuh"
+#include "cuda/convt_normalise.cuh"
 
 namespace fusedops {
 namespace cuda {
@@ -27,73 +28,25 @@ __global__ void __launch_bounds__(kNormThreads) convt_finish_kernel(const __grid
   if (threadIdx.x == 0) p.stats[gi] = make_float2(w.mean, rsqrtf(w.m2 / w.n + p.eps));
 }
 
-// 16-byte vectors a thread of the normalise pass keeps in flight: all loaded before any is used. One at a time (the
-// loop's chain call orders each load after the last store) reached about half of the DRAM bandwidth.
+// 16-byte vectors a thread of the normalise pass keeps in flight (convt_normalise.cuh).
 constexpr int kNormVecs = 4;
 
-// One 16-byte vector of Y: the 16 / sizeof(T) values as float32, and back.
-template <typename T>
-__device__ __forceinline__ void unpack16(uint4 q, float (&v)[16 / sizeof(T)]) {
-  union { uint4 u; T h[16 / sizeof(T)]; } pk;
-  pk.u = q;
-#pragma unroll
-  for (int j = 0; j < int(16 / sizeof(T)); ++j) v[j] = to_float(pk.h[j]);
-}
-template <typename T>
-__device__ __forceinline__ uint4 pack16(const float (&v)[16 / sizeof(T)]) {
-  union { uint4 u; T h[16 / sizeof(T)]; } pk;
-#pragma unroll
-  for (int j = 0; j < int(16 / sizeof(T)); ++j) pk.h[j] = from_float<T>(v[j]);
-  return pk.u;
-}
-
-// Y = post((Y - mean) * rstd * gamma + beta), in place. Block (row, chunk) takes 16-byte vectors [chunk * chunk_vecs,
-// + chunk_vecs) of the (sample, channel) plane `row` from its first 16-byte boundary on, kNormVecs a thread at a time;
-// the plane's elements before that boundary and after its last whole vector (fewer than a vector each) go to chunk
-// 0's first threads.
+// Y = post((Y - mean) * rstd * gamma + beta), in place. Block b takes chunk (b % chunks) of plane (b / chunks), over
+// the blocks from last to first: the convolution wrote the last samples last, and what of them is still in L2 is
+// read from there.
 template <typename T>
 __global__ void __launch_bounds__(kNormThreads) convt_normalize_kernel(const __grid_constant__ ConvtParams p,
                                                                        int64_t chunk_vecs) {
-  constexpr int V = 16 / sizeof(T);  // elements a vector
-  const int64_t row = blockIdx.x;    // n * C + c
+  const int64_t S = int64_t(p.hout) * p.wout;
+  const int64_t chunks = ceil_div(convt_plane_vectors<T>(S), chunk_vecs);  // as the plan's grid has them
+  const int64_t b = int64_t(gridDim.x) - 1 - blockIdx.x, row = b / chunks;  // row: n * C + c
   const int c = int(row % p.cout);
   const int64_t n = row / p.cout;
   const float2 st = p.stats[n * p.G + c / p.Cg];
-  const float scale = st.y * load_param(p.gamma, p.param_dtype, c);
-  const float b = load_param(p.beta, p.param_dtype, c);
-  const int64_t S = int64_t(p.hout) * p.wout;
-  T* y = static_cast<T*>(p.y) + row * S;
-  const int head = int(min(S, int64_t((16 - reinterpret_cast<uintptr_t>(y) % 16) % 16 / sizeof(T))));
-  const int64_t nvec = (S - head) / V;
-  if (blockIdx.y == 0) {
-    const int64_t tail0 = head + nvec * V;
-    const int t = threadIdx.x;
-    // head < V: threads [0, head) take the head, threads [V, V + S - tail0) the tail
-    const int64_t i = t < head ? t : (t >= V && t - V < S - tail0 ? tail0 + t - V : -1);
-    if (i >= 0) {
-      float v[1] = {(to_float(y[i]) - st.x) * scale + b};
-      apply_chain<1, false>(&p.post, v, c, &p.ex, p.param_dtype);
-      y[i] = from_float<T>(v[0]);
-    }
-  }
-  uint4* yv = reinterpret_cast<uint4*>(y + head);
-  const int64_t end = min(nvec, (int64_t(blockIdx.y) + 1) * chunk_vecs);
-  for (int64_t i0 = int64_t(blockIdx.y) * chunk_vecs + threadIdx.x; i0 < end; i0 += kNormVecs * kNormThreads) {
-    uint4 q[kNormVecs];
-#pragma unroll
-    for (int u = 0; u < kNormVecs; ++u)
-      if (i0 + u * kNormThreads < end) q[u] = yv[i0 + u * kNormThreads];
-#pragma unroll
-    for (int u = 0; u < kNormVecs; ++u) {
-      if (i0 + u * kNormThreads >= end) break;
-      float v[V];
-      unpack16<T>(q[u], v);
-#pragma unroll
-      for (int j = 0; j < V; ++j) v[j] = (v[j] - st.x) * scale + b;
-      apply_chain<V, false>(&p.post, v, c, &p.ex, p.param_dtype);
-      yv[i0 + u * kNormThreads] = pack16<T>(v);
-    }
-  }
+  normalise_plane_chunk<T, kNormThreads, kNormVecs>(static_cast<T*>(p.y) + row * S, S, b % chunks, chunk_vecs,
+                                                    threadIdx.x, st.x, st.y * load_param(p.gamma, p.param_dtype, c),
+                                                    load_param(p.beta, p.param_dtype, c), &p.post, c, &p.ex,
+                                                    p.param_dtype);
 }
 
 template <typename T>

@@ -71,7 +71,8 @@ bool fill(const fusedops_op_desc& d, ConvtSm90Layout* l) {
   const int64_t groups = gn.N * gn.num_groups;
   l->partials_bytes = size_t(groups) * size_t(2 * l->tiles) * size_t(l->tiles_c) * sizeof(Welford);
   l->stats_offset = up(l->partials_bytes, kAlign);
-  l->wp_offset = up(l->stats_offset + size_t(groups) * sizeof(float2), kAlign);
+  l->done_offset = up(l->stats_offset + size_t(groups) * sizeof(float2), kAlign);
+  l->wp_offset = up(l->done_offset + size_t(gn.N) * sizeof(uint32_t), kAlign);
   l->total = kAlign + l->wp_offset +
              size_t(l->three ? 2 : 1) * size_t(cv.in_channels) * size_t(gn.C) * size_t(g.kh * g.kw) * sizeof(float);
   l->eligible = true;

@@ -230,6 +230,9 @@ typedef struct {
                                  count runs one tile a block, the grid before persistence); 0 = one block an SM */
   int32_t convt_ring_producer; /* 1: the wgmma convolution stages float32 TF32 X through a ring of raw chunks
                                   (cp.async) where it fits; 0 = through registers (measured faster, H200 2026-11-27) */
+  int32_t convt_normalisers;  /* the wgmma convolution's in-place normalise: k > 0 = a second kernel of k blocks
+                                 normalises each sample while the convolution runs on the other SMs (A/B; measured
+                                 slower, 2026-11-28); 0 or -1 = separate kernels after the convolution */
 } fusedops_plan_options;
 
 /* ---- The convolution of ConvTransposeGroupNormAct: which kernel a plan runs ------------------------------------ */

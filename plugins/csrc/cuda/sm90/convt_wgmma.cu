@@ -89,6 +89,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) convt_sm90_kernel(const __gri
   const uint32_t stage_bytes = kRing ? x_bytes : kParts * (x_bytes + w_bytes);
   unsigned char* wring = stages + size_t(p.stages) * stage_bytes;  // kRing: [kWRing][w_bytes], then the raw ring
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // A normaliser kernel behind this one (p.done) may start now, on the SMs this grid leaves free.
+  if (p.done != nullptr) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   if (tid == 0) {
     for (int s = 0; s < kMaxStages; ++s) {

@@ -60,6 +60,10 @@ struct ConvtSm90Params {
   int32_t blocks;            // persistent grid: one block an SM (its registers hold one), at most the tiles
   int32_t three;             // float32 X, strict: 3xTF32 (stages and packed W hold hi and lo parts)
   int32_t ring;              // > 0: float32 TF32 X through the raw ring and W through its own (kRing kernels)
+  // Non-null (plan option convt_normalisers): every partial written is counted in done[n] after its tile's Y, and
+  // the kernel lets the next launch in the stream start at once: the normaliser kernel (convt_normaliser.cuh),
+  // which runs on the SMs this grid leaves free and normalises each sample once all its partials are counted.
+  uint32_t* done;  // [N], zeroed before the launch
 };
 
 // Bytes of one raw ring chunk: [8 channels][span + 16 slots] floats (convt_wgmma_producers.cuh, produce_ring).
@@ -75,7 +79,7 @@ struct ConvtSm90Layout {
   const char* why = "";
   int32_t wpad = 0, offy = 0, offx = 0, span = 0, tiles = 0, tiles_c = 0;
   size_t ring_chunk = 0;  // > 0: TF32 X may stage through the ring producer; bytes of one raw chunk
-  size_t partials_bytes = 0, stats_offset = 0, wp_offset = 0, total = 0;
+  size_t partials_bytes = 0, stats_offset = 0, done_offset = 0, wp_offset = 0, total = 0;
 };
 ConvtSm90Layout convt_sm90_layout(const fusedops_op_desc& d);
 

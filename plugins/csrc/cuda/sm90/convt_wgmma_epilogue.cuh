@@ -39,6 +39,16 @@ __device__ __forceinline__ void store_pair_if(bool out, __half* y, uint32_t i, f
   store_word_if(out, y, i, *reinterpret_cast<const uint32_t*>(&v));
 }
 
+// With a normaliser kernel behind this one (p.done non-null): each thread that writes a partial counts it in done[n]
+// after a fence. The warpgroup's Y stores come before the barrier that precedes the partials, so the normaliser,
+// which reads after seeing the count, sees them too. A barrier of its own at the epilogue's end spilled the 16-bit
+// kernels' consumers (128 bytes).
+__device__ __forceinline__ void publish_partial(const ConvtSm90Params& p, int n) {
+  if (p.done == nullptr) return;
+  __threadfence();
+  atomicAdd(p.done + n, 1u);
+}
+
 // The epilogue on the accumulators, for `pre` = nothing (kPre 0) or GELU alone (kPre 1: gelu_fast as the GroupNormAct
 // kernels run it for float32 Y, gelu_fast16 for 16-bit Y): bias + pre in registers, Y stored straight from the
 // fragments (a lane quad writes 8 consecutive pixels of a channel row), then exact two-pass statistics of each
@@ -134,6 +144,7 @@ __device__ __forceinline__ void epilogue_registers(const ConvtSm90Params& p, flo
     const int g = (co0 + t * rows_g) / p.Cg;
     const int64_t pbs = 2 * int64_t(p.tiles), pb = 2 * int64_t(tile) + wg;
     p.partials[((int64_t(n) * p.G + g) * pbs + pb) * p.tiles_c + ct] = Welford{nvalid * float(rows_g), sum * inv, m2};
+    publish_partial(p, n);
   }
 }
 
@@ -223,6 +234,7 @@ __device__ __forceinline__ void epilogue_shared(const ConvtSm90Params& p, float 
     const int64_t pbs = 2 * int64_t(p.tiles), pb = 2 * int64_t(tile) + wg;
     p.partials[((int64_t(n) * p.G + g) * pbs + pb) * p.tiles_c + ct] =
         Welford{float(nvalid) * float(rows_g), s * inv_count, m2};
+    publish_partial(p, n);
   }
 }
 
