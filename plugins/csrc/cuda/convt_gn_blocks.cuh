@@ -206,6 +206,14 @@ __device__ __forceinline__ int col_of(const ConvtParams& p, int ow, int kw, int 
   return (num >= 0 && q * p.sw == num && q < p.win) ? q - iw_base : zero;
 }
 
+// Whether channel tile ct (kTN output channels of one convolution group, tiles_per_group = ceil(cout_g / kTN) a
+// group) holds channels of GroupNorm group g: only those tiles' partials count toward g's statistics.
+__device__ __forceinline__ bool tile_holds_group(const ConvtParams& p, int ct, int g, int tiles_per_group) {
+  const int cg = ct / tiles_per_group, lo = cg * p.cout_g + (ct % tiles_per_group) * kTN;
+  const int hi = min(lo + kTN, (cg + 1) * p.cout_g);
+  return hi > g * p.Cg && lo < (g + 1) * p.Cg;
+}
+
 // The high TF32 part of a staged value: TF32 and EXACT stages hold TF32 values already (round_stage_tf32).
 template <Mode M>
 __device__ __forceinline__ uint32_t hi_bits(float v) {

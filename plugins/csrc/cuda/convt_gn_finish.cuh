@@ -18,9 +18,7 @@ __global__ void __launch_bounds__(kNormThreads) convt_finish_kernel(const __grid
   const int tiles_per_group = int(ceil_div(p.cout_g, kTN));
   Welford w{0.f, 0.f, 0.f};
   for (int ct = 0; ct < p.tiles_c; ++ct) {
-    const int cg = ct / tiles_per_group, lo = cg * p.cout_g + (ct % tiles_per_group) * kTN;
-    const int hi = min(lo + kTN, (cg + 1) * p.cout_g);
-    if (hi <= g * p.Cg || lo >= (g + 1) * p.Cg) continue;  // uniform
+    if (!tile_holds_group(p, ct, g, tiles_per_group)) continue;  // uniform
     for (int64_t i = threadIdx.x; i < pbs; i += blockDim.x)
       w = welford_combine(w, p.partials[(gi * pbs + i) * p.tiles_c + ct]);
   }

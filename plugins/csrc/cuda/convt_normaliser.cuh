@@ -118,9 +118,7 @@ __global__ void __launch_bounds__(kNormaliserThreads, 1) convt_normaliser_kernel
       Welford w{0.f, 0.f, 0.f};
       const Welford* part = p.partials + (n * p.G + g) * pbs * p.tiles_c;
       for (int64_t i = lane; i < pbs * p.tiles_c; i += 32) {
-        const int ct = int(i % p.tiles_c), cg = ct / tiles_per_group;
-        const int lo = cg * p.cout_g + (ct % tiles_per_group) * kTN, hi = min(lo + kTN, (cg + 1) * p.cout_g);
-        if (hi <= g * p.Cg || lo >= (g + 1) * p.Cg) continue;
+        if (!tile_holds_group(p, int(i % p.tiles_c), g, tiles_per_group)) continue;
         const float* f = reinterpret_cast<const float*>(part + i);  // written by other SMs: past L1
         w = welford_combine(w, Welford{__ldcg(f), __ldcg(f + 1), __ldcg(f + 2)});
       }
