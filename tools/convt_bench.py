@@ -1,6 +1,6 @@
 """Model 4's ConvTranspose + GELU + GroupNorm as one fused op (plugins/csrc/cuda/convt_gn.cu) against cuDNN (issue 13).
 
-    python tools/convt_bench.py [--batches 1 16 128] [--json out.json]
+    python tools/convt_bench.py [--batches 1 16 128] [--json out.json] [--normalisers K ...]
 
 For each batch and precision (tf32, bf16, fp32-accurate = 3xTF32 against cuDNN strict FP32): GPU time (median of CUDA
 events over --iters runs after warm-up) and synchronous per-call wall time of
@@ -8,6 +8,8 @@ events over --iters runs after warm-up) and synchronous per-call wall time of
   fused_ring  the same with the wgmma convolution's float32 X staged through the ring of raw chunks (cp.async)
              instead of registers (plan option convt_ring_producer; A/B; 16-bit X and 3xTF32 always take registers)
   fused_igemm3x  fp32-accurate on sm_90 only: 3xTF32 on the mma.sync kernel (forced; the planner runs wgmma there)
+  fused_normK  with --normalisers K ...: the normaliser kernel of K blocks behind the wgmma convolution instead of
+             the separate normalise pass (plan option convt_normalisers; A/B, measured slower on 2026-11-28)
   cudnn      F.conv_transpose2d alone (the convolution's floor in today's path)
   today      F.conv_transpose2d then the fused GELU + GroupNorm op (abi.groupnorm_act_cuda), today's ModelNew path
   eager      conv_transpose2d + F.gelu + F.group_norm
@@ -74,7 +76,7 @@ def setup(batch, dtype, seed=0):
     return x, w, b, gamma, beta
 
 
-def run_precision(prec, batch, iters, attrs, rows):
+def run_precision(prec, batch, iters, attrs, rows, normalisers=()):
     dtype = torch.bfloat16 if prec == "bf16" else torch.float32
     strict = prec == "fp32-accurate"
     x, w, b, gamma, beta = setup(batch, dtype)
@@ -89,9 +91,14 @@ def run_precision(prec, batch, iters, attrs, rows):
     # FP32-accurate on sm_90: the mma.sync kernel's 3xTF32 too, beside the planner's wgmma one
     plan_3x = convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_kernel=abi.CONVT_IGEMM),
                                   allow_tf32=False) if strict and torch.cuda.get_device_capability() == (9, 0) else None
+    plans_norm = {k: convt_abi.make_plan(x, w, attrs, torch.float32, abi.PlanOptions(convt_normalisers=k),
+                                         allow_tf32=not strict) for k in normalisers}
     variants = {
         "fused": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                     plan=plan),
+        **{f"fused_norm{k}": (lambda p=p: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs,
+                                                                                out=out, plan=p))
+           for k, p in plans_norm.items()},
         "fused_ring": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
                                                                          plan=plan_ring),
         **({"fused_igemm3x": lambda: convt_abi.convtranspose_groupnorm_act(x, w, b, gamma, beta, [], attrs, out=out,
@@ -104,9 +111,11 @@ def run_precision(prec, batch, iters, attrs, rows):
     for name, fn in variants.items():
         g_ms = gpu_ms(fn, iters)
         s_ms = sync_ms(fn, iters)
+        kernels = {"fused": plan.kernels, "fused_ring": plan_ring.kernels,
+                   "fused_igemm3x": plan_3x.kernels if plan_3x else "",
+                   **{f"fused_norm{k}": p.kernels for k, p in plans_norm.items()}}
         rows.append({"precision": prec, "batch": batch, "variant": name, "gpu_ms": round(g_ms, 4),
-                     "sync_ms": round(s_ms, 4), "kernels": {"fused": plan.kernels, "fused_ring": plan_ring.kernels,
-                                                  "fused_igemm3x": plan_3x.kernels if plan_3x else ""}.get(name, "")})
+                     "sync_ms": round(s_ms, 4), "kernels": kernels.get(name, "")})
         print(f"{prec:14s} batch {batch:4d} {name:13s} gpu {g_ms:8.3f} ms  sync {s_ms:8.3f} ms", flush=True)
     del x, out
     torch.cuda.empty_cache()
@@ -134,6 +143,8 @@ def main():
     ap.add_argument("--precisions", nargs="+", default=["tf32", "bf16", "fp32-accurate"])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json")
+    ap.add_argument("--normalisers", type=int, nargs="*", default=[],
+                    help="also time the normaliser kernel behind the convolution with these block counts")
     a = ap.parse_args()
     attrs = catalog.parse_attrs("GroupNormAct", {"num_groups": G, "pre": "gelu"})
     bw = copy_bandwidth()
@@ -142,7 +153,7 @@ def main():
         acc.append(accuracy(prec, attrs))
     for batch in a.batches:
         for prec in a.precisions:
-            run_precision(prec, batch, a.iters, attrs, rows)
+            run_precision(prec, batch, a.iters, attrs, rows, a.normalisers)
         elements = batch * (CIN * HW * HW + 3 * COUT * (HW + K - 1) ** 2)
         print(f"memory floor batch {batch}: fp32 {elements * 4 / bw * 1e3:.3f} ms, bf16 {elements * 2 / bw * 1e3:.3f} "
               f"ms at {bw / 1e12:.2f} TB/s copy", flush=True)

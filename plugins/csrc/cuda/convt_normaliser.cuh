@@ -7,9 +7,10 @@
 // with programmatic stream serialisation and the convolution triggers it at its start, so it runs on the SMs the
 // convolution's grid leaves free: each block waits for the samples in order (the convolution counts every partial it
 // writes in done[n]; `target` a sample), combines a sample's partials per group, then normalises its pieces (32 KB of
-// a plane's 16-byte-aligned middle) r, r + R, ... in a ring of bulk copies into shared memory and back (threads'
-// own loads and stores held ~32-64 KB in flight an SM and ran at ~25-40 GB/s an SM, H200 2026-11-28). The convolution
-// never waits for it, so its waits end even where it cannot start early.
+// a plane's 16-byte-aligned middle) r, r + R, ... in a ring of bulk copies into shared memory and back. The
+// convolution never waits for it, so its waits end even where it cannot start early.
+// Measured slower than the separate pass at every block count (H100 / H200, 2026-11-28: each normaliser SM moved
+// ~25-60 GB/s, with threads' own loads as with this ring; keeping up needs ~100): an A/B option, off by default.
 #pragma once
 
 #include "cuda/convt_gn_blocks.cuh"
