@@ -15,6 +15,7 @@
 
 #include "cuda/convt_gn_blocks.cuh"
 #include "cuda/convt_normalise.cuh"
+#include "cuda/sm90/wgmma_ptx.cuh"
 
 namespace fusedops {
 namespace cuda {
@@ -34,28 +35,16 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ uint32_t shared_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+// The bulk-copy ring's load: arrive on the buffer's mbarrier expecting `bytes`, then the copy that pays them back.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_u32(bar)), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   shared_u32(dst)),
-               "l"(src), "r"(bytes), "r"(shared_u32(bar))
-               : "memory");
+  sm90::mbar_arrive_expect_tx(bar, bytes);
+  sm90::bulk_copy(dst, src, bytes, bar);
 }
 __device__ __forceinline__ void bulk_store(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(shared_u32(src)),
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(sm90::smem_u32(src)),
                "r"(bytes)
                : "memory");
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void wait_bulk_parity(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred P1;\n LAB_WAIT:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      " @P1 bra DONE;\n bra LAB_WAIT;\n DONE:\n }" ::"r"(shared_u32(bar)),
-      "r"(parity)
-      : "memory");
 }
 #endif
 
@@ -71,7 +60,7 @@ __device__ __forceinline__ NormPiece<T> norm_piece(T* ys, int64_t S, int64_t pie
   constexpr int V = 16 / sizeof(T);
   NormPiece<T> q;
   q.plane = ys + it / pieces * S;
-  q.head = int(min(S, int64_t((16 - reinterpret_cast<uintptr_t>(q.plane) % 16) % 16 / sizeof(T))));
+  q.head = plane_head(q.plane, S);
   q.nvec = (S - q.head) / V;
   q.v0 = it % pieces * (kNormaliserPiece / 16);
   q.v1 = min(q.nvec, q.v0 + kNormaliserPiece / 16);
@@ -93,9 +82,8 @@ __global__ void __launch_bounds__(kNormaliserThreads, 1) convt_normaliser_kernel
   const int64_t items = int64_t(p.cout) * pieces;
   const int tiles_per_group = int(ceil_div(p.cout_g, kTN));
   if (tid == 0) {
-    for (int k = 0; k < kNormaliserBufs; ++k)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_u32(full + k)) : "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    for (int k = 0; k < kNormaliserBufs; ++k) sm90::mbar_init(full + k, 1);
+    sm90::fence_proxy_async();
   }
   __syncthreads();
   uint32_t used = 0, issued = 0;  // non-empty pieces consumed (all threads) / loaded (thread 0): ring positions
@@ -132,29 +120,16 @@ __global__ void __launch_bounds__(kNormaliserThreads, 1) convt_normaliser_kernel
       const int c = int(it / pieces);
       const float2 st = gstat[c / p.Cg];
       const float scale = st.y * load_param(p.gamma, p.param_dtype, c), shift = load_param(p.beta, p.param_dtype, c);
-      if (it % pieces == 0) {  // the plane's elements before its first 16-byte boundary and after its last vector
-        const int64_t tail0 = q.head + q.nvec * V;
-        const int64_t i = tid < q.head ? tid : (tid >= V && tid - V < S - tail0 ? tail0 + tid - V : -1);
-        if (i >= 0) {
-          float v[1] = {(to_float(q.plane[i]) - st.x) * scale + shift};
-          apply_chain<1, false>(&p.post, v, c, &p.ex, p.param_dtype);
-          q.plane[i] = from_float<T>(v[0]);
-        }
-      }
+      if (it % pieces == 0)
+        normalise_plane_ends(q.plane, S, q.head, q.nvec, tid, st.x, scale, shift, &p.post, c, &p.ex, p.param_dtype);
       if (q.v0 >= q.v1) continue;  // (uniform)
       const int b = int(used % kNormaliserBufs);
-      wait_bulk_parity(full + b, (used / kNormaliserBufs) & 1u);
+      sm90::mbar_wait(full + b, (used / kNormaliserBufs) & 1u);
       ++used;
       uint4* buf = reinterpret_cast<uint4*>(nsm + size_t(b) * kNormaliserPiece);
-      for (int64_t k = tid; k < q.v1 - q.v0; k += kNormaliserThreads) {
-        float v[V];
-        unpack16<T>(buf[k], v);
-#pragma unroll
-        for (int j = 0; j < V; ++j) v[j] = (v[j] - st.x) * scale + shift;
-        apply_chain<V, false>(&p.post, v, c, &p.ex, p.param_dtype);
-        buf[k] = pack16<T>(v);
-      }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the bulk store reads what the threads wrote
+      for (int64_t k = tid; k < q.v1 - q.v0; k += kNormaliserThreads)
+        buf[k] = normalise_vector<T>(buf[k], st.x, scale, shift, &p.post, c, &p.ex, p.param_dtype);
+      sm90::fence_proxy_async();  // the bulk store reads what the threads wrote
       __syncthreads();
       if (tid == 0) {
         bulk_store(q.plane + q.head + q.v0 * V, buf, uint32_t(q.v1 - q.v0) * 16u);
